@@ -1,0 +1,28 @@
+"""torch-migrate: codemods from single-GPU PyTorch training scripts to distributed ones.
+
+Public API (libcst is imported only when a conversion runs):
+    migrate_source(code, target, options) -> FileResult
+    migrate_paths(paths, target, options) -> iterator of FileResult | InputError
+    Options, FileResult, Finding, InputError, TARGETS
+"""
+
+from __future__ import annotations
+
+from migrate.model import FileResult, Finding, InputError, Options
+
+TARGETS = ("ddp",)
+
+
+def migrate_source(code: str, target: str, options: Options | None = None, path: str = "train.py") -> FileResult:
+    from migrate.api import migrate_source as convert
+
+    return convert(code, target, options, path)
+
+
+def migrate_paths(paths, target: str, options: Options | None = None):  # type: ignore[no-untyped-def]
+    from migrate.api import migrate_paths as convert_all
+
+    return convert_all(paths, target, options)
+
+
+__all__ = ["TARGETS", "FileResult", "Finding", "InputError", "Options", "migrate_paths", "migrate_source"]

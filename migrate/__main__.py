@@ -1,0 +1,5 @@
+"""`python -m migrate` runs the command line."""
+
+from migrate.cli import main
+
+main()

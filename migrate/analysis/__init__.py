@@ -1,0 +1,121 @@
+"""Read-only analysis of a training script: `analyze(module)` returns its TrainingSites."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from migrate.analysis.devices import device_bindings
+from migrate.analysis.entry import find_entry
+from migrate.analysis.index import ScriptIndex, build_index, spell
+from migrate.analysis.loaders import find_epoch_loops, find_loaders, step_loops, training_loader_names
+from migrate.analysis.models import find_models
+from migrate.analysis.sites import Accumulation, ModelSite, TrainingSites
+from migrate.analysis.training import backward_calls, calls_in, contains, training_scopes
+
+DISTRIBUTED_MARKERS = {
+    "torch.distributed.init_process_group": "torch.distributed",
+    "torch.nn.parallel.DistributedDataParallel": "DistributedDataParallel",
+    "torch.distributed.fsdp.fully_shard": "FSDP",
+    "torch.distributed.fsdp.FullyShardedDataParallel": "FSDP",
+    "deepspeed.initialize": "DeepSpeed",
+    "horovod.torch.init": "Horovod",
+}
+
+
+def analyze(module: cst.Module) -> TrainingSites:
+    index = build_index(module)
+    sites = TrainingSites(index=index)
+    sites.already = _already_distributed(index)
+    sites.backward_calls = backward_calls(index)
+    if not sites.backward_calls:
+        return sites
+    sites.training_scopes = training_scopes(index, sites.backward_calls)
+    training_names = {name.rsplit(".", 1)[-1] for name in sites.training_scopes if name != "<module>"}
+    sites.models = find_models(index, sites.training_scopes, training_names)
+    sites.optimizers = [c for c in index.calls if _is_optimizer(c.name)]
+    sites.step_loops = step_loops(index, sites.training_scopes, {c.place.scope.name for c in sites.backward_calls})
+    sites.loaders, sites.other_loaders = find_loaders(index, training_loader_names(index, sites.step_loops))
+    sites.epoch_loops = find_epoch_loops(index, sites.step_loops)
+    sites.device_bindings = device_bindings(index)
+    sites.accumulations = _accumulations(sites)
+    must_follow = [b.place.stmt for b in sites.device_bindings] + [
+        site.call.place.stmt for site in sites.loaders
+    ] + [_model_statement(site) for site in sites.models]
+    sites.entry = find_entry(index, [s for s in must_follow if s is not None])
+    return sites
+
+
+def _model_statement(site: ModelSite) -> cst.BaseStatement | None:
+    return site.wrap_after or site.wrap_before
+
+
+def _already_distributed(index: ScriptIndex) -> str | None:
+    for call in index.calls:
+        if call.name in DISTRIBUTED_MARKERS:
+            return DISTRIBUTED_MARKERS[call.name]
+    return None
+
+
+def _is_optimizer(name: str | None) -> bool:
+    if not name or not name.startswith("torch.optim."):
+        return False
+    last = name.rsplit(".", 1)[-1]
+    return "lr_scheduler" not in name and last[:1].isupper()
+
+
+def _accumulations(sites: TrainingSites) -> list[Accumulation]:
+    """Micro-steps whose optimizer step sits under `if ... % n ...:` after the backward."""
+    index = sites.index
+    models = {m.spelling for m in sites.models}
+    found: list[Accumulation] = []
+    for backward in sites.backward_calls:
+        for ancestor in index.enclosing_statements(backward.place.stmt):
+            if ancestor not in index.block_of:
+                continue
+            block, position = index.block_of[ancestor]
+            step_if = next((s for s in block.body[position + 1 :] if _is_accumulation_if(s)), None)
+            if step_if is None:
+                continue
+            first = next((s for s in block.body[: position + 1] if _forwards(s, models, index)), None)
+            model = _forwarded_model(first, models, index) if first is not None else None
+            if first is not None and model is not None and isinstance(step_if, cst.If):
+                found.append(Accumulation(condition=step_if.test, first=first, last=ancestor, model=model))
+            else:
+                sites.notes.append(("MIG109", "the forward pass is not in the same loop body as backward", ancestor))
+            break
+    return found
+
+
+def _is_accumulation_if(stmt: cst.BaseStatement) -> bool:
+    if not isinstance(stmt, cst.If):
+        return False
+    has_modulo = contains(stmt.test, lambda n: isinstance(n, cst.Modulo))
+    steps = any(
+        isinstance(c.func, cst.Attribute) and c.func.attr.value == "step" for c in calls_in(stmt.body)
+    )
+    return has_modulo and steps
+
+
+def _forwarded_model(stmt: cst.BaseStatement, models: set[str], index: ScriptIndex) -> str | None:
+    aliases = _forward_aliases(models, index)
+    for call in calls_in(stmt):
+        name = spell(call.func)
+        if name in aliases:
+            return aliases[name]
+    return None
+
+
+def _forwards(stmt: cst.BaseStatement, models: set[str], index: ScriptIndex) -> bool:
+    return _forwarded_model(stmt, models, index) is not None
+
+
+def _forward_aliases(models: set[str], index: ScriptIndex) -> dict[str, str]:
+    """Spellings a model is called by inside functions (parameters named otherwise) -> its site name."""
+    from migrate.analysis.models import forward_spellings, origin
+
+    aliases = {name: name for name in models}
+    for spelling, scope in forward_spellings(index, {s.name for s in index.functions.values()} | {"<module>"}).items():
+        home, _scope = origin(index, spelling, scope)
+        if home in models:
+            aliases[spelling] = home
+    return aliases

@@ -1,0 +1,312 @@
+"""One read-only pass over a parsed script that records the raw facts every finder needs.
+
+The finders in this package (entry, models, loaders, loops, ...) answer questions such as
+"which loader feeds the training loop" from this index alone, so the syntax tree is walked
+once. Names are resolved through the script's own imports (`nn.Linear` is `torch.nn.Linear`
+whether it was spelled `nn`, `torch.nn` or imported directly), which is all a training script
+needs and costs a fraction of libcst's full qualified-name metadata.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+
+def spell(node: cst.BaseExpression) -> str | None:
+    """`a.b.c` for a Name/Attribute chain, None for anything else (calls, subscripts...)."""
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        head = spell(node.value)
+        return None if head is None else f"{head}.{node.attr.value}"
+    return None
+
+
+@dataclass(eq=False)
+class Scope:
+    """A function body, or the module. Class bodies belong to no function and use the module."""
+
+    node: cst.Module | cst.FunctionDef
+    name: str  # "main", "Trainer._run_batch", "<module>"
+    class_name: str | None = None
+    params: tuple[str, ...] = ()
+
+    @property
+    def is_module(self) -> bool:
+        return isinstance(self.node, cst.Module)
+
+
+@dataclass(eq=False)
+class Place:
+    """Where a node sits: its innermost statement, that statement's scope and enclosing loops."""
+
+    stmt: cst.BaseStatement
+    scope: Scope
+    loops: tuple[cst.For | cst.While, ...]
+
+
+@dataclass(eq=False)
+class CallSite:
+    node: cst.Call
+    name: str | None  # qualified through imports: "torch.optim.AdamW", "model", "self.model"
+    place: Place
+
+
+@dataclass(eq=False)
+class Binding:
+    """`target = value` (one entry per name of a tuple target, value None when unpacked)."""
+
+    target: str
+    value: cst.BaseExpression | None
+    node: cst.Assign | cst.AnnAssign
+    place: Place
+
+
+@dataclass(eq=False)
+class AttributeUse:
+    """`owner.attr`, for owners spelled as a name or `self.name`."""
+
+    node: cst.Attribute
+    owner: str
+    called: bool  # `owner.attr(...)`
+    place: Place
+
+
+@dataclass(eq=False)
+class Loop:
+    node: cst.For | cst.While
+    target: str | None  # the `for` variable when it is a plain name
+    iter_names: tuple[str, ...]  # names and `self.x` spellings read in the `for` iterable
+    place: Place
+
+
+@dataclass(eq=False)
+class ScriptIndex:
+    """Everything the finders read. Built by `build_index`."""
+
+    module: cst.Module
+    imports: dict[str, str] = field(default_factory=dict)  # local name -> qualified name
+    calls: list[CallSite] = field(default_factory=list)
+    bindings: list[Binding] = field(default_factory=list)
+    attributes: list[AttributeUse] = field(default_factory=list)
+    loops: list[Loop] = field(default_factory=list)
+    functions: dict[str, Scope] = field(default_factory=dict)  # "main", "Trainer.train"
+    classes: dict[str, cst.ClassDef] = field(default_factory=dict)
+    block_of: dict[cst.BaseStatement, tuple[cst.Module | cst.IndentedBlock, int]] = field(default_factory=dict)
+    parent_of: dict[cst.BaseStatement, cst.BaseStatement] = field(default_factory=dict)
+    scope_of: dict[cst.BaseStatement, Scope] = field(default_factory=dict)
+    import_stmts: list[cst.SimpleStatementLine] = field(default_factory=list)
+    main_guard: cst.If | None = None
+
+    def qualify(self, node: cst.BaseExpression) -> str | None:
+        """The dotted name of an expression with its head resolved through the imports."""
+        dotted = spell(node)
+        if dotted is None:
+            return None
+        head, _, rest = dotted.partition(".")
+        resolved = self.imports.get(head)
+        if resolved is None:
+            return dotted
+        return f"{resolved}.{rest}" if rest else resolved
+
+    def calls_named(self, *names: str) -> list[CallSite]:
+        return [c for c in self.calls if c.name in names]
+
+    def calls_ending(self, *suffixes: str) -> list[CallSite]:
+        return [c for c in self.calls if c.name and c.name.rsplit(".", 1)[-1] in suffixes]
+
+    def uses_module(self, prefix: str) -> bool:
+        return any(q == prefix or q.startswith(prefix + ".") for q in self.imports.values())
+
+    def statement_block(self, stmt: cst.BaseStatement) -> tuple[cst.Module | cst.IndentedBlock, int]:
+        return self.block_of[stmt]
+
+    def enclosing_statements(self, stmt: cst.BaseStatement) -> list[cst.BaseStatement]:
+        """stmt, then each compound statement around it, innermost first."""
+        chain = [stmt]
+        while chain[-1] in self.parent_of:
+            chain.append(self.parent_of[chain[-1]])
+        return chain
+
+
+class _Indexer(cst.CSTVisitor):
+    """Fills a ScriptIndex in one walk, keeping stacks of statements, scopes and loops."""
+
+    def __init__(self, index: ScriptIndex) -> None:
+        self.index = index
+        module_scope = Scope(node=index.module, name="<module>")
+        self.scopes: list[Scope] = [module_scope]
+        self.classes: list[str] = []
+        self.stmts: list[cst.BaseStatement] = []
+        self.loops: list[list[cst.For | cst.While]] = [[]]
+        self.call_funcs: set[int] = set()
+
+    # -- places ---------------------------------------------------------------------------
+    def _place(self) -> Place:
+        return Place(stmt=self.stmts[-1], scope=self.scopes[-1], loops=tuple(self.loops[-1]))
+
+    def _record_block(self, block: cst.Module | cst.IndentedBlock) -> None:
+        for position, stmt in enumerate(block.body):
+            self.index.block_of[stmt] = (block, position)
+
+    def visit_Module(self, node: cst.Module) -> None:
+        self._record_block(node)
+
+    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
+        self._record_block(node)
+
+    def _enter_statement(self, node: cst.BaseStatement) -> None:
+        if self.stmts:
+            self.index.parent_of[node] = self.stmts[-1]
+        self.index.scope_of[node] = self.scopes[-1]
+        self.stmts.append(node)
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if isinstance(node, cst.BaseStatement):
+            self._enter_statement(node)
+        return super().on_visit(node)
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        super().on_leave(original_node)
+        if isinstance(original_node, cst.BaseStatement):
+            self.stmts.pop()
+
+    # -- scopes -----------------------------------------------------------------------------
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self.index.classes[node.name.value] = node
+        self.classes.append(node.name.value)
+
+    def leave_ClassDef(self, original_node: cst.ClassDef) -> None:
+        self.classes.pop()
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        class_name = self.classes[-1] if self.classes else None
+        name = f"{class_name}.{node.name.value}" if class_name else node.name.value
+        params = tuple(p.name.value for p in (*node.params.posonly_params, *node.params.params, *node.params.kwonly_params))
+        scope = Scope(node=node, name=name, class_name=class_name, params=params)
+        self.index.functions.setdefault(name, scope)
+        self.scopes.append(scope)
+        self.loops.append([])
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+        self.scopes.pop()
+        self.loops.pop()
+
+    # -- loops ------------------------------------------------------------------------------
+    def visit_For(self, node: cst.For) -> None:
+        target = node.target.value if isinstance(node.target, cst.Name) else None
+        self.index.loops.append(Loop(node, target, _names_in(node.iter), self._place()))
+        self.loops[-1].append(node)
+
+    def leave_For(self, original_node: cst.For) -> None:
+        self.loops[-1].pop()
+
+    def visit_While(self, node: cst.While) -> None:
+        self.index.loops.append(Loop(node, None, (), self._place()))
+        self.loops[-1].append(node)
+
+    def leave_While(self, original_node: cst.While) -> None:
+        self.loops[-1].pop()
+
+    def visit_If(self, node: cst.If) -> None:
+        if self.scopes[-1].is_module and _is_main_guard(node.test):
+            self.index.main_guard = node
+
+    # -- facts ------------------------------------------------------------------------------
+    def visit_Import(self, node: cst.Import) -> None:
+        for alias in node.names:
+            dotted = spell(alias.name) or ""
+            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                self.index.imports[alias.asname.name.value] = dotted
+            else:
+                head = dotted.split(".")[0]
+                self.index.imports.setdefault(head, head)
+        self._note_import_line()
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+        module = spell(node.module) if node.module is not None else ""
+        if not isinstance(node.names, cst.ImportStar):
+            for alias in node.names:
+                name = spell(alias.name) or ""
+                local = alias.asname.name.value if alias.asname and isinstance(alias.asname.name, cst.Name) else name
+                self.index.imports[local] = f"{module}.{name}" if module else name
+        self._note_import_line()
+
+    def _note_import_line(self) -> None:
+        stmt = self.stmts[-1]
+        if self.scopes[-1].is_module and isinstance(stmt, cst.SimpleStatementLine) and stmt not in self.index.parent_of:
+            if not self.index.import_stmts or self.index.import_stmts[-1] is not stmt:
+                self.index.import_stmts.append(stmt)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        self.call_funcs.add(id(node.func))
+        self.index.calls.append(CallSite(node, self.index.qualify(node.func), self._place()))
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            self._bind(target.target, node.value, node)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        if node.value is not None:
+            self._bind(node.target, node.value, node)
+
+    def _bind(self, target: cst.BaseExpression, value: cst.BaseExpression | None, node: cst.Assign | cst.AnnAssign) -> None:
+        if isinstance(target, (cst.Tuple, cst.List)):
+            for element in target.elements:
+                self._bind(element.value, None, node)
+            return
+        name = spell(target)
+        if name is not None:
+            self.index.bindings.append(Binding(name, value, node, self._place()))
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        owner = spell(node.value)
+        if owner is not None and owner.count(".") <= 1:
+            self.index.attributes.append(AttributeUse(node, owner, id(node) in self.call_funcs, self._place()))
+
+
+def _names_in(node: cst.CSTNode) -> tuple[str, ...]:
+    """Names and `self.x` spellings read anywhere inside an expression."""
+    found: list[str] = []
+
+    class _Names(cst.CSTVisitor):
+        def visit_Attribute(self, attribute: cst.Attribute) -> bool:
+            dotted = spell(attribute)
+            if dotted is not None and dotted.startswith("self.") and dotted.count(".") == 1:
+                found.append(dotted)
+                return False
+            return True
+
+        def visit_Name(self, name: cst.Name) -> None:
+            found.append(name.value)
+
+    node.visit(_Names())
+    return tuple(found)
+
+
+def names_in(node: cst.CSTNode) -> tuple[str, ...]:
+    return _names_in(node)
+
+
+def _is_main_guard(test: cst.BaseExpression) -> bool:
+    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+        return False
+    sides = {spell(test.left), _string_value(test.comparisons[0].comparator)}
+    return sides == {"__name__", "__main__"} or {_string_value(test.left), spell(test.comparisons[0].comparator)} == {
+        "__main__",
+        "__name__",
+    }
+
+
+def _string_value(node: cst.BaseExpression) -> str | None:
+    if isinstance(node, cst.SimpleString):
+        return node.evaluated_value if isinstance(node.evaluated_value, str) else None
+    return None
+
+
+def build_index(module: cst.Module) -> ScriptIndex:
+    index = ScriptIndex(module=module)
+    module.visit(_Indexer(index))
+    return index

@@ -1,0 +1,78 @@
+"""TrainingSites: where the parts of a training script are, as found by the finders.
+
+Read-only facts about the original tree; steps decide what to change at each site.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from migrate.analysis.index import Binding, CallSite, Loop, Scope, ScriptIndex
+
+
+@dataclass(eq=False)
+class Entry:
+    """Where process-group setup and teardown go."""
+
+    scope: Scope  # the function (or module) that runs the script
+    block: cst.Module | cst.IndentedBlock  # the block setup is inserted into
+    setup_before: cst.BaseStatement | None  # setup goes right before this statement (None: end of block)
+    teardown_after: cst.BaseStatement | None  # teardown goes after this one (None: at the top, empty block)
+    teardown_before_return: cst.Return | None = None
+    found: bool = True  # False: no entry function or __main__ block, fell back to module level
+
+
+@dataclass(eq=False)
+class ModelSite:
+    """A module whose forward feeds a backward pass: the thing the wrapper goes around."""
+
+    spelling: str  # "model", "self.model", "netD"
+    scope: Scope  # where it is bound and wrapped
+    wrap_after: cst.BaseStatement | None  # the wrapper statement goes after this one...
+    wrap_before: cst.BaseStatement | None  # ...or before this one (a torch.compile of it)
+    data_parallel: cst.BaseStatement | None  # an existing nn.DataParallel statement to replace
+    wrap_line: int  # line of the statement the wrap is anchored to (for ordering uses)
+
+
+@dataclass(eq=False)
+class LoaderSite:
+    """A DataLoader feeding training."""
+
+    call: CallSite
+    spelling: str | None  # what it is bound to, when it is bound
+
+
+@dataclass(eq=False)
+class EpochLoop:
+    loop: Loop
+    loader: str  # spelling of the training loader as seen from the loop's scope
+
+
+@dataclass(eq=False)
+class Accumulation:
+    """`if (step + 1) % n == 0: optimizer.step()` after a backward in the same loop body."""
+
+    condition: cst.BaseExpression
+    first: cst.BaseStatement  # first statement of the micro-step (holds the forward)
+    last: cst.BaseStatement  # the statement holding backward
+    model: str
+
+
+@dataclass(eq=False)
+class TrainingSites:
+    index: ScriptIndex
+    training_scopes: set[str] = field(default_factory=set)  # scopes that call backward, or call those
+    backward_calls: list[CallSite] = field(default_factory=list)
+    entry: Entry | None = None
+    models: list[ModelSite] = field(default_factory=list)
+    optimizers: list[CallSite] = field(default_factory=list)
+    loaders: list[LoaderSite] = field(default_factory=list)
+    other_loaders: list[CallSite] = field(default_factory=list)  # evaluation loaders, left alone
+    epoch_loops: list[EpochLoop] = field(default_factory=list)
+    step_loops: list[Loop] = field(default_factory=list)
+    accumulations: list[Accumulation] = field(default_factory=list)
+    device_bindings: list[Binding] = field(default_factory=list)
+    already: str | None = None  # "DistributedDataParallel" etc. when the script is distributed
+    notes: list[tuple[str, str, cst.CSTNode]] = field(default_factory=list)  # (code, message, node)

@@ -1,0 +1,151 @@
+"""Finds where training happens: the scopes that run backward, the calls that lead there,
+and how a name seen inside a function maps back to the name its caller passed in.
+"""
+
+from __future__ import annotations
+
+import builtins
+
+import libcst as cst
+
+from migrate.analysis.index import CallSite, Scope, ScriptIndex, spell
+
+BUILTIN_NAMES = frozenset(dir(builtins))
+
+
+def backward_calls(index: ScriptIndex) -> list[CallSite]:
+    """`loss.backward()`, `scaler.scale(loss).backward()`, `engine.backward(loss)`."""
+    return [
+        call
+        for call in index.calls
+        if isinstance(call.node.func, cst.Attribute)
+        and call.node.func.attr.value == "backward"
+        and call.name != "torch.autograd.backward"
+    ]
+
+
+def callee_scope(index: ScriptIndex, call: CallSite) -> Scope | None:
+    """The function of this file that a call runs, when it can be told from the spelling."""
+    name = call.name
+    if name is None:
+        return None
+    if name in index.functions:
+        return index.functions[name]
+    owner, _, method = name.rpartition(".")
+    if owner == "self" and call.place.scope.class_name:
+        return index.functions.get(f"{call.place.scope.class_name}.{method}")
+    if owner and "." not in owner:
+        cls = class_of_binding(index, owner, call.place.scope)
+        if cls is not None:
+            return index.functions.get(f"{cls}.{method}")
+    return None
+
+
+def class_of_binding(index: ScriptIndex, name: str, scope: Scope) -> str | None:
+    """`trainer = Trainer(...)` -> "Trainer" (a class of this file)."""
+    for binding in index.bindings:
+        if binding.target == name and binding.place.scope is scope and isinstance(binding.value, cst.Call):
+            cls = spell(binding.value.func)
+            if cls in index.classes:
+                return cls
+    return None
+
+
+def training_scopes(index: ScriptIndex, backward: list[CallSite]) -> set[str]:
+    """Scopes that call backward, and every scope that calls one of those (transitively)."""
+    scopes = {call.place.scope.name for call in backward}
+    changed = True
+    while changed:
+        changed = False
+        for call in index.calls:
+            callee = callee_scope(index, call)
+            if callee is not None and callee.name in scopes and call.place.scope.name not in scopes:
+                scopes.add(call.place.scope.name)
+                changed = True
+    return scopes
+
+
+def is_local_callable(index: ScriptIndex, call: CallSite) -> bool:
+    """A call of a value the script made itself (`model(x)`, `self.net(x)`), not of a function."""
+    name = call.name
+    if name is None:
+        return False
+    head, _, rest = name.partition(".")
+    if rest and head != "self":
+        return False
+    if head == "self":
+        if "." in rest or not call.place.scope.class_name:
+            return False
+        return f"{call.place.scope.class_name}.{rest}" not in index.functions
+    return (
+        head not in index.imports
+        and head not in index.functions
+        and head not in index.classes
+        and head not in BUILTIN_NAMES
+    )
+
+
+def caller_arguments(index: ScriptIndex, scope: Scope, param: str) -> list[tuple[str, Scope, CallSite]]:
+    """For a parameter of `scope`, the spelling each caller passes for it."""
+    if param not in scope.params or not isinstance(scope.node, cst.FunctionDef):
+        return []
+    position = scope.params.index(param) - (1 if scope.class_name else 0)
+    found: list[tuple[str, Scope, CallSite]] = []
+    for call in index.calls:
+        if callee_scope(index, call) is not scope:
+            continue
+        passed = _argument(call.node, param, position)
+        spelled = spell(passed) if passed is not None else None
+        if spelled is not None:
+            found.append((spelled, call.place.scope, call))
+    return found
+
+
+def _argument(call: cst.Call, keyword: str, position: int) -> cst.BaseExpression | None:
+    positional = [a for a in call.args if a.keyword is None and not a.star]
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == keyword:
+            return arg.value
+    if 0 <= position < len(positional):
+        return positional[position].value
+    return None
+
+
+def argument(call: cst.Call, keyword: str, position: int) -> cst.Arg | None:
+    """The Arg passed for a parameter, by keyword or position."""
+    positional = [a for a in call.args if a.keyword is None and not a.star]
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == keyword:
+            return arg
+    if 0 <= position < len(positional):
+        return positional[position]
+    return None
+
+
+def contains(node: cst.CSTNode, predicate) -> bool:  # type: ignore[no-untyped-def]
+    """Whether any node below `node` (itself included) satisfies `predicate`."""
+    found = False
+
+    class _Search(cst.CSTVisitor):
+        def on_visit(self, child: cst.CSTNode) -> bool:
+            nonlocal found
+            if found:
+                return False
+            if predicate(child):
+                found = True
+                return False
+            return True
+
+    node.visit(_Search())
+    return found
+
+
+def calls_in(node: cst.CSTNode) -> list[cst.Call]:
+    found: list[cst.Call] = []
+
+    class _Calls(cst.CSTVisitor):
+        def visit_Call(self, call: cst.Call) -> None:
+            found.append(call)
+
+    node.visit(_Calls())
+    return found

@@ -1,0 +1,35 @@
+"""The stable finding codes. Each code means one thing forever; README.md documents them all.
+
+MIG0xx: what was done to the file as a whole. MIG1xx: a manual step left for the user.
+MIG9xx: the tool failed on this file.
+"""
+
+from __future__ import annotations
+
+from migrate.model import Finding, Severity
+
+CODES: dict[str, tuple[Severity, str]] = {
+    "MIG001": (Severity.NOTE, "the script already uses the target framework; left unchanged"),
+    "MIG002": (Severity.NOTE, "not a training script (no backward pass or optimizer step); left unchanged"),
+    "MIG003": (Severity.NOTE, "nn.DataParallel replaced by the target's wrapper"),
+    "MIG004": (Severity.NOTE, "a one-off choice the conversion made that the reviewer should know"),
+    "MIG101": (Severity.WARNING, "no DataLoader feeds the training loop: shard the data by rank by hand"),
+    "MIG102": (Severity.WARNING, "a DataLoader has its own sampler: kept, so every rank sees all of it"),
+    "MIG103": (Severity.WARNING, "no epoch loop found around the training loader: call sampler.set_epoch(epoch) yourself"),
+    "MIG104": (Severity.WARNING, "no model found to wrap: wrap it by hand"),
+    "MIG105": (Severity.WARNING, "a model method other than forward is called in training: it bypasses the wrapper"),
+    "MIG106": (Severity.WARNING, "a checkpoint or file is written by a helper from another module: write it on rank 0 only"),
+    "MIG107": (Severity.NOTE, "SyncBatchNorm only works with CUDA; the conversion applies it only there"),
+    "MIG108": (Severity.WARNING, "the entry point could not be found: process-group setup placed at module level"),
+    "MIG109": (Severity.WARNING, "gradient accumulation found but not wrapped in no_sync(): correct, but syncs every micro-step"),
+    "MIG110": (Severity.WARNING, "ReduceLROnPlateau is stepped on a metric that may differ per rank: all-reduce it first"),
+    "MIG111": (Severity.WARNING, "a DataLoader is built from an iterable dataset: it cannot take a sampler; shard it by rank by hand"),
+    "MIG112": (Severity.WARNING, "a print or log call runs work that may be collective: its value is computed on every rank"),
+    "MIG901": (Severity.ERROR, "internal error: the rewritten file did not compile; the file is left untouched"),
+}
+
+
+def finding(code: str, message: str, line: int = 0, col: int = 0) -> Finding:
+    """A Finding with the severity its code always has."""
+    severity, _ = CODES[code]
+    return Finding(code=code, severity=severity, message=message, line=line, col=col)

@@ -1,0 +1,82 @@
+"""Plain data passed between the stages: options in, findings and file results out.
+
+Everything here is a frozen dataclass of builtins, so results pickle across worker
+processes and the CLI can print them without touching syntax trees.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+
+class Severity(str, Enum):
+    """How much a finding asks of the user."""
+
+    NOTE = "note"  # informational: what was done, or why nothing was
+    WARNING = "warning"  # a manual step is left for the user
+    ERROR = "error"  # the file could not be converted
+
+
+@dataclass(frozen=True)
+class Options:
+    """What the user asked for on the command line (shared by every target)."""
+
+    nproc_per_node: str = "auto"  # a number, or torchrun's "auto" / "gpu"
+    keep_global_batch: bool = False
+    scale_lr: bool = False
+    sync_batchnorm: bool = False
+
+
+@dataclass(frozen=True)
+class Finding:
+    """Something the user should know about one place in a file."""
+
+    code: str
+    severity: Severity
+    message: str
+    line: int = 0
+    col: int = 0
+
+    def render(self, path: str) -> str:
+        """`path:line:col: MIGnnn message`, the form compilers and editors understand."""
+        return f"{path}:{self.line}:{self.col}: {self.code} {self.message}"
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """A file the conversion creates beside the script (launch script, config)."""
+
+    path: str
+    text: str
+    executable: bool = False
+
+
+@dataclass(frozen=True)
+class FileResult:
+    """The outcome of converting one file."""
+
+    path: str
+    old: str
+    new: str
+    findings: tuple[Finding, ...] = ()
+    artifacts: tuple[Artifact, ...] = ()
+    skipped: bool = False  # not a training script, or already on the target: left alone
+    error: bool = False  # could not be read, parsed or converted: left alone
+
+    @property
+    def changed(self) -> bool:
+        return self.new != self.old or bool(self.artifacts)
+
+
+@dataclass(frozen=True)
+class InputError(Exception):
+    """A file that cannot be converted at all (missing, undecodable, bad syntax)."""
+
+    path: str
+    line: int
+    col: int
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}:{self.col}: {self.message}"

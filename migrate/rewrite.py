@@ -1,0 +1,195 @@
+"""The edit plan that steps fill in, and the single transformer pass that applies it.
+
+Steps never rebuild the tree themselves. Each one records what should change, keyed by the
+original node it found during analysis: replace this expression, insert these statements
+before that one, run these statements on rank 0 only, wrap this run of statements in a
+`with`. One pass then applies every edit bottom-up, so edits nest (an expression edited inside
+a statement that is also guarded) without steps knowing about each other.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+NodeEdit = Callable[[cst.CSTNode], cst.CSTNode]
+RunWrap = Callable[[list[cst.BaseStatement]], cst.BaseCompoundStatement]
+
+
+@dataclass(eq=False)
+class EditPlan:
+    """Edits keyed by original nodes; applied once by `apply`."""
+
+    module: cst.Module
+    replacements: dict[cst.CSTNode, list[NodeEdit]] = field(default_factory=lambda: defaultdict(list))
+    before: dict[cst.BaseStatement, list[cst.BaseStatement]] = field(default_factory=lambda: defaultdict(list))
+    after: dict[cst.BaseStatement, list[cst.BaseStatement]] = field(default_factory=lambda: defaultdict(list))
+    removed: set[cst.BaseStatement] = field(default_factory=set)
+    guarded: dict[cst.BaseStatement, str] = field(default_factory=dict)  # statement -> guard test
+    wraps: dict[cst.BaseStatement, tuple[cst.BaseStatement, RunWrap]] = field(default_factory=dict)
+    module_imports: list[cst.SimpleStatementLine] = field(default_factory=list)
+    stdlib_imports: list[cst.SimpleStatementLine] = field(default_factory=list)
+
+    # -- recording ----------------------------------------------------------------------------
+    def replace(self, node: cst.CSTNode, edit: NodeEdit) -> None:
+        self.replacements[node].append(edit)
+
+    def replace_with(self, node: cst.CSTNode, new: cst.CSTNode) -> None:
+        self.replace(node, lambda _updated: new)
+
+    def insert_before(self, stmt: cst.BaseStatement, new: Sequence[cst.BaseStatement]) -> None:
+        self.before[stmt].extend(new)
+
+    def insert_above(self, stmt: cst.BaseStatement, new: cst.BaseStatement) -> None:
+        """Insert `new` before `stmt`, moving the comments and blank lines above `stmt` onto it."""
+        self.insert_before(stmt, [new.with_changes(leading_lines=getattr(stmt, "leading_lines", ()))])
+        self.replace(stmt, lambda updated: updated.with_changes(leading_lines=()))
+
+    def insert_after(self, stmt: cst.BaseStatement, new: Sequence[cst.BaseStatement]) -> None:
+        self.after[stmt].extend(new)
+
+    def remove(self, stmt: cst.BaseStatement) -> None:
+        self.removed.add(stmt)
+
+    def guard(self, stmt: cst.BaseStatement, test: str) -> None:
+        """Run `stmt` only when `test` holds; neighbouring statements with the same test share one `if`."""
+        self.guarded.setdefault(stmt, test)
+
+    def wrap_run(self, first: cst.BaseStatement, last: cst.BaseStatement, build: RunWrap) -> None:
+        """Replace the statements first..last of one block by `build(those statements)`."""
+        self.wraps[first] = (last, build)
+
+    def add_import(self, line: str) -> None:
+        """Schedule `import x` / `from x import y` once; the standard library goes with its kind."""
+        statement = cst.parse_statement(line + "\n")
+        assert isinstance(statement, cst.SimpleStatementLine)
+        root = line.split()[1].split(".")[0]
+        group = self.stdlib_imports if root in sys.stdlib_module_names else self.module_imports
+        if not any(self.module.code_for_node(s) == line + "\n" for s in group):
+            group.append(statement)
+
+    @property
+    def empty(self) -> bool:
+        return not (self.replacements or self.before or self.after or self.removed or self.guarded or self.wraps)
+
+    # -- applying -----------------------------------------------------------------------------
+    def apply(self, imports: Sequence[cst.BaseStatement], is_stdlib: Callable[[cst.BaseStatement], bool]) -> cst.Module:
+        """The rewritten module. New standard-library imports go after the script's last one
+        (or before its first import), the others after its last import."""
+        stdlib = [s for s in imports if is_stdlib(s)]
+        self.stdlib_imports.sort(key=lambda s: self.module.code_for_node(s))
+        if self.stdlib_imports:
+            if stdlib:
+                self.insert_after(stdlib[-1], self.stdlib_imports)
+            elif imports:
+                self.insert_before(imports[0], self.stdlib_imports)
+            else:
+                self.module_imports[:0] = self.stdlib_imports
+        if self.module_imports:
+            if imports:
+                self.insert_after(imports[-1], self.module_imports)
+            elif self.module.body:
+                self.insert_before(self.module.body[0], self.module_imports)
+        applier = _Applier(self)
+        return self.module.visit(applier)  # type: ignore[return-value]
+
+
+class _Applier(cst.CSTTransformer):
+    def __init__(self, plan: EditPlan) -> None:
+        self.plan = plan
+        self.statement_results: dict[cst.BaseStatement, cst.BaseStatement] = {}
+        self.guard_tests: dict[int, str] = {}  # id of a rendered statement -> its guard test
+        self.made_guards: set[int] = set()  # ids of the `if` statements the guards became
+
+    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> cst.CSTNode:  # type: ignore[override]
+        for edit in self.plan.replacements.get(original_node, ()):
+            updated_node = edit(updated_node)
+        if isinstance(original_node, (cst.Module, cst.IndentedBlock)):
+            updated_node = updated_node.with_changes(body=self._rebuild(original_node.body))
+        if isinstance(updated_node, cst.If):
+            updated_node = self._fold_guard(updated_node)
+        if isinstance(original_node, cst.BaseStatement):
+            self.statement_results[original_node] = updated_node  # type: ignore[assignment]
+        return updated_node
+
+    def _rebuild(self, originals: Sequence[cst.BaseStatement]) -> list[cst.BaseStatement]:
+        body: list[cst.BaseStatement] = []
+        position = 0
+        while position < len(originals):
+            original = originals[position]
+            if original in self.plan.wraps:
+                last, build = self.plan.wraps[original]
+                end = originals.index(last, position)
+                run = _merge_guards(
+                    [stmt for inner in originals[position : end + 1] for stmt in self._rendered(inner)],
+                    self._guard_of,
+                    self.made_guards,
+                )
+                run[0], leading = _without_leading_lines(run[0])
+                body.append(build(run).with_changes(leading_lines=leading))
+                position = end + 1
+                continue
+            body.extend(self._rendered(original))
+            position += 1
+        return _merge_guards(body, self._guard_of, self.made_guards)
+
+    def _rendered(self, original: cst.BaseStatement) -> list[cst.BaseStatement]:
+        plan = self.plan
+        result: list[cst.BaseStatement] = list(plan.before.get(original, ()))
+        updated = self.statement_results.get(original, original)
+        if original not in plan.removed:
+            if original in plan.guarded:
+                self.guard_tests[id(updated)] = plan.guarded[original]
+            result.append(updated)
+        result.extend(plan.after.get(original, ()))
+        return result
+
+    def _fold_guard(self, node: cst.If) -> cst.If:
+        """`if step % 10 == 0:` holding only a rank guard becomes `if step % 10 == 0 and <guard>:`."""
+        body = node.body
+        if node.orelse is not None or not isinstance(body, cst.IndentedBlock) or len(body.body) != 1:
+            return node
+        inner = body.body[0]
+        if id(inner) not in self.made_guards or not isinstance(inner, cst.If):
+            return node
+        test = node.test
+        if isinstance(test, (cst.BooleanOperation, cst.IfExp, cst.Lambda, cst.NamedExpr)):
+            test = test.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+        folded = cst.BooleanOperation(left=test, operator=cst.And(), right=inner.test)
+        return node.with_changes(test=folded, body=inner.body)
+
+    def _guard_of(self, stmt: cst.BaseStatement) -> str | None:
+        return self.guard_tests.get(id(stmt))
+
+
+def _without_leading_lines(stmt: cst.BaseStatement) -> tuple[cst.BaseStatement, Sequence[cst.EmptyLine]]:
+    leading = getattr(stmt, "leading_lines", ())
+    return stmt.with_changes(leading_lines=()), leading
+
+
+def _merge_guards(
+    body: list[cst.BaseStatement], guard_of: Callable[[cst.BaseStatement], str | None], made: set[int]
+) -> list[cst.BaseStatement]:
+    """Put each run of neighbouring statements guarded by the same test under one `if`."""
+    merged: list[cst.BaseStatement] = []
+    position = 0
+    while position < len(body):
+        test = guard_of(body[position])
+        if test is None:
+            merged.append(body[position])
+            position += 1
+            continue
+        end = position
+        while end + 1 < len(body) and guard_of(body[end + 1]) == test and not getattr(body[end + 1], "leading_lines", ()):
+            end += 1
+        run = body[position : end + 1]
+        run[0], leading = _without_leading_lines(run[0])
+        guard = cst.If(test=cst.parse_expression(test), body=cst.IndentedBlock(body=run), leading_lines=leading)
+        made.add(id(guard))
+        merged.append(guard)
+        position = end + 1
+    return merged

@@ -1,0 +1,112 @@
+"""What every step receives: the sites, the edit plan, the options, and small helpers to
+spell new code (imports the script already has are reused under the script's own names).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from migrate.analysis.index import Scope
+from migrate.analysis.sites import TrainingSites
+from migrate.findings import finding
+from migrate.model import Finding, Options
+from migrate.rewrite import EditPlan
+
+RANK_ZERO = "{dist}.get_rank() == 0"
+
+
+@dataclass(eq=False)
+class Context:
+    sites: TrainingSites
+    plan: EditPlan
+    options: Options
+    script: str = "train.py"  # the file's name, for comments in generated code
+    findings: list[Finding] = field(default_factory=list)
+    _positions: dict[cst.CSTNode, tuple[int, int]] | None = None
+    device_name: str | None = None  # the entry scope's device variable, once known
+
+    @property
+    def index(self):  # type: ignore[no-untyped-def]
+        return self.sites.index
+
+    # -- names of things the new code refers to ---------------------------------------------
+    def module_name(self, module: str, alias: str | None = None) -> str:
+        """The local name of `module`, importing it (as `alias`) when the script does not."""
+        for local, qualified in self.index.imports.items():
+            if qualified == module and not local.startswith("_"):
+                return local
+        name = alias or module
+        self.plan.add_import(f"import {module} as {alias}" if alias else f"import {module}")
+        return name
+
+    def imported(self, module: str, name: str, alias: str | None = None) -> str:
+        """The local name of `module.name`, importing it when the script does not."""
+        for local, qualified in self.index.imports.items():
+            if qualified == f"{module}.{name}":
+                return local
+        local = alias or name
+        self.plan.add_import(f"from {module} import {name} as {alias}" if alias else f"from {module} import {name}")
+        return local
+
+    @property
+    def dist(self) -> str:
+        return self.module_name("torch.distributed", "dist")
+
+    @property
+    def torch(self) -> str:
+        return self.module_name("torch")
+
+    def rank_zero_test(self) -> str:
+        return RANK_ZERO.format(dist=self.dist)
+
+    def local_rank(self, scope: Scope) -> str:
+        """`local_rank` where setup's variable is visible (its scope, or everywhere when it is
+        module level), else read again from the environment."""
+        entry = self.sites.entry
+        assert entry is not None
+        if entry.scope is scope or (entry.scope.is_module and "local_rank" not in scope.params):
+            return "local_rank"
+        return f'int({self.module_name("os")}.environ.get("LOCAL_RANK", "0"))'
+
+    # -- findings ----------------------------------------------------------------------------
+    def report(self, code: str, message: str, node: cst.CSTNode | None = None) -> None:
+        line, col = self.position(node) if node is not None else (0, 0)
+        self.findings.append(finding(code, message, line, col))
+
+    def position(self, node: cst.CSTNode) -> tuple[int, int]:
+        if self._positions is None:
+            wrapper = MetadataWrapper(self.index.module, unsafe_skip_copy=True)
+            ranges = wrapper.resolve(PositionProvider)
+            self._positions = {n: (r.start.line, r.start.column + 1) for n, r in ranges.items()}
+        return self._positions.get(node, (0, 0))
+
+    def code(self, node: cst.CSTNode) -> str:
+        return self.index.module.code_for_node(node)
+
+
+class Step(Protocol):
+    """A rewrite: reads the sites, records edits and findings in the context."""
+
+    def __call__(self, ctx: Context) -> None: ...
+
+
+def statement(code: str) -> cst.BaseStatement:
+    return cst.parse_statement(code)
+
+
+def statements(code: str) -> list[cst.BaseStatement]:
+    """Parse statements; comment lines at the top stay with the first statement."""
+    module = cst.parse_module(code)
+    body = list(module.body)
+    if body and module.header:
+        header = [line.with_changes(indent=False) if line.comment is None else line for line in module.header]
+        body[0] = body[0].with_changes(leading_lines=[*header, *body[0].leading_lines])
+    return body
+
+
+def expression(code: str) -> cst.BaseExpression:
+    return cst.parse_expression(code)

@@ -1,0 +1,39 @@
+"""Gradient accumulation: micro-steps that do not end in an optimizer step run under
+`model.no_sync()`, so gradients are all-reduced once per optimizer step, not once per
+micro-step. The forward pass is inside the context too, as DDP requires.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from migrate.analysis.sites import Accumulation
+from migrate.steps.base import Context, expression
+
+
+def no_sync(ctx: Context) -> None:
+    for node_code, message, node in ctx.sites.notes:
+        if node_code == "MIG109":
+            ctx.report("MIG109", f"gradient accumulation left syncing every micro-step: {message}", node)
+    for accumulation in ctx.sites.accumulations:
+        ctx.plan.wrap_run(accumulation.first, accumulation.last, _builder(ctx, accumulation))
+
+
+def _builder(ctx: Context, accumulation: Accumulation):  # type: ignore[no-untyped-def]
+    contextlib = ctx.module_name("contextlib")
+    skip_sync = _negated(ctx, accumulation.condition)
+    item = expression(f"{accumulation.model}.no_sync() if {skip_sync} else {contextlib}.nullcontext()")
+
+    def build(run: list[cst.BaseStatement]) -> cst.BaseCompoundStatement:
+        return cst.With(items=[cst.WithItem(item)], body=cst.IndentedBlock(body=run))
+
+    return build
+
+
+def _negated(ctx: Context, condition: cst.BaseExpression) -> str:
+    """`a % n == 0` -> `a % n != 0`; anything else -> `not (...)`."""
+    if isinstance(condition, cst.Comparison) and len(condition.comparisons) == 1:
+        target = condition.comparisons[0]
+        if isinstance(target.operator, cst.Equal):
+            return ctx.code(condition.with_changes(comparisons=[target.with_changes(operator=cst.NotEqual())]))
+    return f"not ({ctx.code(condition)})"

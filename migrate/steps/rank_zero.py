@@ -1,0 +1,195 @@
+"""Output happens once: prints, `logging` records below ERROR, tensorboard and wandb writes,
+checkpoints (`torch.save`) and files opened for writing run on rank 0 only; tqdm bars are
+disabled on the other ranks. Errors are still logged by every rank.
+
+A statement that could run a collective (a forward of the wrapped model, a call into the
+script's own functions) is never put under the guard, or ranks would wait on each other
+forever: a print of such a value computes it on every rank and prints it on rank 0.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from migrate.analysis.index import CallSite, ScriptIndex, spell
+from migrate.analysis.training import calls_in, contains
+from migrate.steps.base import Context, expression, statements
+
+LOG_METHODS = frozenset({"debug", "info", "warning", "warn", "log"})
+WANDB_CALLS = frozenset({"init", "log", "finish", "watch", "save", "log_artifact", "define_metric", "alert"})
+WRITERS = ("torch.utils.tensorboard.SummaryWriter", "tensorboardX.SummaryWriter")
+SAVES = ("torch.save", "numpy.save", "numpy.savez", "json.dump", "pickle.dump")
+RANK_WORDS = ("rank", "is_main", "main_process", "master")
+
+
+def rank_zero(ctx: Context) -> None:
+    index = ctx.index
+    loggers = _bound_names(index, lambda q: q.endswith("getLogger"))
+    writers = _bound_names(index, lambda q: q in WRITERS)
+    runs = _bound_names(index, lambda q: q == "wandb.init")
+    for call in index.calls:
+        kind = _sink_kind(index, call, loggers, writers, runs)
+        if kind == "progress":
+            _disable_progress_bar(ctx, call)
+        elif kind == "create":
+            _create_on_rank_zero(ctx, call)
+        elif kind is not None:
+            _guard_statement(ctx, call, kind)
+    for stmt in index.block_of:
+        if isinstance(stmt, cst.With) and _opens_for_writing(index, stmt) and _may_guard(ctx, stmt):
+            ctx.plan.guard(stmt, ctx.rank_zero_test())
+
+
+def _bound_names(index: ScriptIndex, matches) -> set[str]:  # type: ignore[no-untyped-def]
+    return {
+        b.target
+        for b in index.bindings
+        if isinstance(b.value, cst.Call) and matches(index.qualify(b.value.func) or "")
+    }
+
+
+def _sink_kind(index: ScriptIndex, call: CallSite, loggers: set[str], writers: set[str], runs: set[str]) -> str | None:
+    name = call.name or ""
+    owner, _, method = name.rpartition(".")
+    if name == "print" or name == "tqdm.tqdm.write":
+        return "print"
+    if (owner == "logging" or owner in loggers) and method in LOG_METHODS:
+        return "print"
+    if name.split(".")[-1] in ("tqdm", "trange") and name.startswith("tqdm"):
+        return "progress"
+    if name in WRITERS or name == "wandb.init":
+        return "create"
+    if (owner in writers or owner in runs) or (owner == "wandb" and method in WANDB_CALLS):
+        return "write"
+    if name in SAVES or name.endswith(".savefig"):
+        return "write"
+    return None
+
+
+def _guard_statement(ctx: Context, call: CallSite, kind: str) -> None:
+    stmt = call.place.stmt
+    if not _is_own_statement(stmt, call.node) or not _may_guard(ctx, stmt):
+        return
+    if _may_be_collective(ctx, call.node):
+        if kind == "print":
+            _compute_then_print(ctx, call)
+        return
+    ctx.plan.guard(stmt, ctx.rank_zero_test())
+
+
+def _is_own_statement(stmt: cst.BaseStatement, call: cst.Call) -> bool:
+    """`print(...)` standing alone as a statement (not inside an expression)."""
+    return (
+        isinstance(stmt, cst.SimpleStatementLine)
+        and len(stmt.body) == 1
+        and isinstance(stmt.body[0], cst.Expr)
+        and stmt.body[0].value is call
+    )
+
+
+def _may_guard(ctx: Context, stmt: cst.BaseStatement) -> bool:
+    """Not before setup in the entry block, and not already under a rank check."""
+    index = ctx.index
+    for ancestor in index.enclosing_statements(stmt)[1:]:
+        if isinstance(ancestor, cst.If) and any(w in ctx.code(ancestor.test) for w in RANK_WORDS):
+            return False
+    entry = ctx.sites.entry
+    if entry is None or entry.setup_before is None:
+        return True
+    block = entry.block
+    for ancestor in index.enclosing_statements(stmt):
+        located = index.block_of.get(ancestor)
+        if located is not None and located[0] is block:
+            return located[1] >= block.body.index(entry.setup_before)
+    return True
+
+
+def _may_be_collective(ctx: Context, node: cst.CSTNode) -> bool:
+    """Whether evaluating `node` could run the wrapped model: it calls or passes a model, or calls
+    a function of this script (or a method on self) that mentions one or a torch.distributed call."""
+    index = ctx.index
+    models = {m.spelling for m in ctx.sites.models} | {m.spelling.removeprefix("self.") for m in ctx.sites.models}
+    for inner in calls_in(node):
+        name = spell(inner.func) or ""
+        if name in models or any(spell(a.value) in models for a in inner.args):
+            return True
+        scope = index.functions.get(name)
+        if scope is None and name.startswith("self.") and ctx.sites.models:
+            return True
+        if scope is not None and _mentions(ctx, scope.node, models):
+            return True
+    return False
+
+
+def _mentions(ctx: Context, node: cst.CSTNode, names: set[str]) -> bool:
+    dist = ctx.index.imports
+    dist_names = {local for local, qualified in dist.items() if qualified == "torch.distributed"}
+    return contains(node, lambda n: isinstance(n, cst.Name) and (n.value in names or n.value in dist_names))
+
+
+def _compute_then_print(ctx: Context, call: CallSite) -> None:
+    args = [a for a in call.node.args if a.keyword is None]
+    if len(args) != 1 or args[0].star:
+        ctx.report("MIG112", "this print computes a value that may need every rank; left printing on every rank", call.node)
+        return
+    value = ctx.code(args[0].value)
+    rest = ", ".join(ctx.code(a).rstrip(", ") for a in call.node.args if a.keyword is not None)
+    func = ctx.code(call.node.func)
+    stmt = call.place.stmt
+    new = statements(
+        f"message = {value}  # computed on every rank: it may run the model\n"
+        f"if {ctx.rank_zero_test()}:\n    {func}(message{', ' + rest if rest else ''})\n"
+    )
+    new[0] = new[0].with_changes(leading_lines=getattr(stmt, "leading_lines", ()))
+    ctx.plan.insert_before(stmt, new)
+    ctx.plan.remove(stmt)
+
+
+def _disable_progress_bar(ctx: Context, call: CallSite) -> None:
+    test = f"{ctx.dist}.get_rank() != 0"
+
+    def add_disable(updated: cst.CSTNode) -> cst.CSTNode:
+        assert isinstance(updated, cst.Call)
+        args = list(updated.args)
+        for position, arg in enumerate(args):
+            if arg.keyword is not None and arg.keyword.value == "disable":
+                args[position] = arg.with_changes(value=expression(f"({ctx.code(arg.value)}) or {test}"))
+                return updated.with_changes(args=args)
+        last = args[-1] if args else None
+        if last is not None and isinstance(last.comma, cst.MaybeSentinel):
+            args[-1] = last.with_changes(comma=cst.MaybeSentinel.DEFAULT)
+        args.append(cst.Arg(expression(test), keyword=cst.Name("disable"), equal=_equal_like(args)))
+        return updated.with_changes(args=args)
+
+    ctx.plan.replace(call.node, add_disable)
+
+
+def _equal_like(args: list[cst.Arg]) -> cst.AssignEqual | cst.MaybeSentinel:
+    for arg in args:
+        if arg.keyword is not None:
+            return arg.equal
+    return cst.MaybeSentinel.DEFAULT
+
+
+def _create_on_rank_zero(ctx: Context, call: CallSite) -> None:
+    """`writer = SummaryWriter(...)` -> `... if rank 0 else None`; a bare `wandb.init()` is guarded."""
+    stmt = call.place.stmt
+    if _is_own_statement(stmt, call.node):
+        if _may_guard(ctx, stmt):
+            ctx.plan.guard(stmt, ctx.rank_zero_test())
+        return
+    if not _may_guard(ctx, stmt):
+        return
+    test = ctx.rank_zero_test()
+    ctx.plan.replace(call.node, lambda updated: cst.IfExp(test=expression(test), body=updated, orelse=cst.Name("None")))
+
+
+def _opens_for_writing(index: ScriptIndex, stmt: cst.With) -> bool:
+    for item in stmt.items:
+        call = item.item
+        if isinstance(call, cst.Call) and spell(call.func) == "open" and len(call.args) > 1:
+            mode = call.args[1].value
+            if isinstance(mode, cst.SimpleString) and any(c in str(mode.evaluated_value) for c in "wax"):
+                return True
+    return False
+

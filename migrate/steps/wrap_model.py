@@ -1,0 +1,90 @@
+"""Wraps each trained model once, after it is placed and its weights loaded, before
+torch.compile and before training; an existing nn.DataParallel is replaced in place.
+
+After the wrap, the user's own module is reached through `.module`: state dicts (so
+checkpoints keep plain keys and load into the original script), attributes such as
+`model.num_classes`, and custom methods. Custom methods called while training bypass the
+wrapper's gradient hooks and are reported.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from migrate.analysis.index import AttributeUse
+from migrate.analysis.models import aliases, is_after
+from migrate.analysis.sites import ModelSite
+from migrate.steps.base import Context, expression, statements
+
+# Attributes the wrapper itself answers correctly: everything else goes to `.module`.
+WRAPPER_SAFE = frozenset(
+    {
+        "parameters", "named_parameters", "buffers", "named_buffers", "children", "named_children",
+        "modules", "named_modules", "train", "eval", "zero_grad", "to", "cuda", "cpu", "forward",
+        "requires_grad_", "apply", "no_sync", "module", "training", "half", "float", "double",
+        "bfloat16", "type", "join", "register_forward_hook", "register_forward_pre_hook",
+        "register_full_backward_hook", "register_comm_hook",
+    }
+)
+
+
+def ddp_wrap_code(ctx: Context, site: ModelSite) -> str:
+    ddp = ctx.imported("torch.nn.parallel", "DistributedDataParallel", "DDP")
+    rank = ctx.local_rank(site.scope)
+    name = site.spelling
+    code = f"{name} = {ddp}({name}, device_ids=[{rank}] if {ctx.torch}.cuda.is_available() else None)\n"
+    if ctx.options.sync_batchnorm:
+        code = (
+            f"if {ctx.torch}.cuda.is_available():  # SyncBatchNorm needs CUDA\n"
+            f"    {name} = {ctx.torch}.nn.SyncBatchNorm.convert_sync_batchnorm({name})\n" + code
+        )
+    return code
+
+
+def wrap_models(ctx: Context, wrap_code=ddp_wrap_code) -> None:  # type: ignore[no-untyped-def]
+    """Insert the wrapper for every model site and send later uses through `.module`."""
+    if not ctx.sites.models:
+        ctx.report("MIG104", "no model is called in the training loop that this file builds; wrap it by hand",
+                   ctx.sites.backward_calls[0].node if ctx.sites.backward_calls else None)
+    for site in ctx.sites.models:
+        new = statements(wrap_code(ctx, site))
+        if site.data_parallel is not None:
+            ctx.plan.remove(site.data_parallel)
+            ctx.report("MIG003", f"nn.DataParallel on `{site.spelling}` removed; the distributed wrapper replaces it", site.data_parallel)
+        if site.wrap_before is not None:
+            ctx.plan.insert_before(site.wrap_before, new)
+        elif site.wrap_after is not None:
+            ctx.plan.insert_after(site.wrap_after, new)
+        if ctx.options.sync_batchnorm:
+            ctx.report("MIG107", "SyncBatchNorm conversion runs only when CUDA is available (gloo on CPU cannot run it)",
+                       site.wrap_after or site.wrap_before)
+        unwrap_later_uses(ctx, site)
+
+
+def unwrap_later_uses(ctx: Context, site: ModelSite) -> None:
+    index = ctx.index
+    names = aliases(index, site)
+    for use in index.attributes:
+        if (use.owner, use.place.scope.name) not in names or not is_after(index, use.place.stmt, site):
+            continue
+        if use.node.attr.value in WRAPPER_SAFE:
+            continue
+        _through_module(ctx, use)
+    for call in index.calls_named("torch.save"):
+        first = call.node.args[0].value if call.node.args else None
+        spelled = index.qualify(first) if first is not None else None
+        if spelled and (spelled, call.place.scope.name) in names and is_after(index, call.place.stmt, site):
+            ctx.plan.replace_with(first, expression(f"{spelled}.module"))
+
+
+def _through_module(ctx: Context, use: AttributeUse) -> None:
+    owner = use.node.value
+    ctx.plan.replace(use.node, lambda updated: updated.with_changes(value=cst.Attribute(value=updated.value, attr=cst.Name("module"))))
+    method = use.node.attr.value
+    if use.called and method not in ("state_dict", "load_state_dict") and use.place.scope.name in {c.place.scope.name for c in ctx.sites.backward_calls}:
+        ctx.report(
+            "MIG105",
+            f"`{ctx.code(owner)}.{method}(...)` runs the model outside its forward, bypassing gradient sync; "
+            "if it computes the loss, route it through forward()",
+            use.node,
+        )

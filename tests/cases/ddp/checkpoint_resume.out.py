@@ -1,0 +1,76 @@
+import argparse
+import os
+
+import torch
+import torch.nn as nn
+from torch.utils.data import DataLoader, TensorDataset
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data.distributed import DistributedSampler
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--epochs", type=int, default=20)
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--ckpt-dir", type=str, default="checkpoints")
+    parser.add_argument("--resume", type=str, default="", help="path to checkpoint to resume from")
+    args = parser.parse_args()
+
+    # torchrun sets these; plain `python train.py` runs as a single process
+    if "LOCAL_RANK" not in os.environ:
+        os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT="29500")
+    local_rank = int(os.environ["LOCAL_RANK"])
+    if torch.cuda.is_available():
+        torch.cuda.set_device(local_rank)
+    dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+
+    device = torch.device(f"cuda:{local_rank}" if torch.cuda.is_available() else "cpu")
+    os.makedirs(args.ckpt_dir, exist_ok=True)
+
+    x = torch.randn(10000, 16)
+    y = torch.randint(0, 4, (10000,))
+    train_dataset = TensorDataset(x, y)
+    train_loader = DataLoader(train_dataset, batch_size=args.batch_size, sampler=DistributedSampler(train_dataset, shuffle=True))
+
+    model = nn.Sequential(nn.Linear(16, 64), nn.ReLU(), nn.Linear(64, 4)).to(device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
+    criterion = nn.CrossEntropyLoss()
+
+    start_epoch = 0
+    if args.resume:
+        ckpt = torch.load(args.resume, map_location=device)
+        model.load_state_dict(ckpt["model"])
+        optimizer.load_state_dict(ckpt["optimizer"])
+        start_epoch = ckpt["epoch"] + 1
+        if dist.get_rank() == 0:
+            print(f"resumed from {args.resume} at epoch {start_epoch}")
+    model = DDP(model, device_ids=[local_rank] if torch.cuda.is_available() else None)
+
+    for epoch in range(start_epoch, args.epochs):
+        train_loader.sampler.set_epoch(epoch)
+        model.train()
+        for inputs, labels in train_loader:
+            inputs, labels = inputs.to(device), labels.to(device)
+            optimizer.zero_grad()
+            loss = criterion(model(inputs), labels)
+            loss.backward()
+            optimizer.step()
+
+        if dist.get_rank() == 0:
+            print(f"epoch {epoch}: loss {loss.item():.4f}")
+
+        # save a full checkpoint every epoch so we can resume
+        checkpoint = {
+            "model": model.module.state_dict(),
+            "optimizer": optimizer.state_dict(),
+            "epoch": epoch,
+        }
+        if dist.get_rank() == 0:
+            torch.save(checkpoint, os.path.join(args.ckpt_dir, f"ckpt_{epoch:03d}.pt"))
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,56 @@
+import argparse
+import os
+
+import torch
+import torch.nn as nn
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--epochs", type=int, default=50)
+parser.add_argument("--batch-size", type=int, default=128)
+parser.add_argument("--lr", type=float, default=1e-2)
+args = parser.parse_args()
+
+# torchrun sets these; plain `python train.py` runs as a single process
+if "LOCAL_RANK" not in os.environ:
+    os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT="29500")
+local_rank = int(os.environ["LOCAL_RANK"])
+if torch.cuda.is_available():
+    torch.cuda.set_device(local_rank)
+dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+
+device = torch.device(f"cuda:{local_rank}" if torch.cuda.is_available() else "cpu")
+
+# everything fits in memory, so skip the DataLoader entirely
+n = 20000
+x_train = torch.randn(n, 10)
+true_w = torch.randn(10, 1)
+y_train = x_train @ true_w + 0.1 * torch.randn(n, 1)
+x_train, y_train = x_train.to(device), y_train.to(device)
+
+model = nn.Linear(10, 1).to(device)
+model = DDP(model, device_ids=[local_rank] if torch.cuda.is_available() else None)
+optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)
+loss_fn = nn.MSELoss()
+
+for epoch in range(args.epochs):
+    perm = torch.randperm(n, device=device)
+    epoch_loss = 0.0
+    for i in range(0, n, args.batch_size):
+        idx = perm[i:i + args.batch_size]
+        xb, yb = x_train[idx], y_train[idx]
+
+        optimizer.zero_grad()
+        loss = loss_fn(model(xb), yb)
+        loss.backward()
+        optimizer.step()
+        epoch_loss += loss.item() * xb.size(0)
+
+    if epoch % 5 == 0 and dist.get_rank() == 0:
+        print(f"epoch {epoch}: mse {epoch_loss / n:.6f}")
+
+if dist.get_rank() == 0:
+    print("learned weights error:", (model.module.weight.detach().cpu().T - true_w).abs().max().item())
+    torch.save(model.module.state_dict(), "linreg.pt")
+dist.destroy_process_group()

@@ -1,0 +1,65 @@
+import argparse
+import os
+
+import torch
+import torch.nn as nn
+from torch.utils.data import DataLoader, TensorDataset
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data.distributed import DistributedSampler
+
+parser = argparse.ArgumentParser(description="Train a small MLP on synthetic data")
+parser.add_argument("--epochs", type=int, default=10)
+parser.add_argument("--batch-size", type=int, default=64)
+parser.add_argument("--lr", type=float, default=1e-3)
+args = parser.parse_args()
+
+# torchrun sets these; plain `python train.py` runs as a single process
+if "LOCAL_RANK" not in os.environ:
+    os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT="29500")
+local_rank = int(os.environ["LOCAL_RANK"])
+if torch.cuda.is_available():
+    torch.cuda.set_device(local_rank)
+dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+
+device = torch.device(f"cuda:{local_rank}" if torch.cuda.is_available() else "cpu")
+
+# synthetic regression data
+x = torch.randn(10000, 32)
+y = x @ torch.randn(32, 1) + 0.1 * torch.randn(10000, 1)
+train_dataset = TensorDataset(x, y)
+train_loader = DataLoader(train_dataset, batch_size=args.batch_size, sampler=DistributedSampler(train_dataset, shuffle=True))
+
+model = nn.Sequential(
+    nn.Linear(32, 128),
+    nn.ReLU(),
+    nn.Linear(128, 1),
+).to(device)
+model = DDP(model, device_ids=[local_rank] if torch.cuda.is_available() else None)
+
+optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
+criterion = nn.MSELoss()
+
+for epoch in range(args.epochs):
+    train_loader.sampler.set_epoch(epoch)
+    model.train()
+    total_loss = 0.0
+    for inputs, targets in train_loader:
+        inputs, targets = inputs.to(device), targets.to(device)
+
+        optimizer.zero_grad()
+        outputs = model(inputs)
+        loss = criterion(outputs, targets)
+        loss.backward()
+        optimizer.step()
+
+        total_loss += loss.item()
+
+    avg_loss = total_loss / len(train_loader)
+    if dist.get_rank() == 0:
+        print(f"Epoch {epoch + 1}/{args.epochs} - loss: {avg_loss:.4f}")
+
+# save the final weights
+if dist.get_rank() == 0:
+    torch.save(model.module.state_dict(), "model.pt")
+dist.destroy_process_group()

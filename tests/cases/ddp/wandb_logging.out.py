@@ -1,0 +1,73 @@
+import argparse
+import os
+
+import torch
+import torch.nn as nn
+import wandb
+from torch.utils.data import DataLoader, TensorDataset
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data.distributed import DistributedSampler
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--epochs", type=int, default=10)
+    parser.add_argument("--batch_size", type=int, default=128)
+    parser.add_argument("--lr", type=float, default=3e-4)
+    parser.add_argument("--hidden", type=int, default=256)
+    args = parser.parse_args()
+
+    # torchrun sets these; plain `python train.py` runs as a single process
+    if "LOCAL_RANK" not in os.environ:
+        os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT="29500")
+    local_rank = int(os.environ["LOCAL_RANK"])
+    if torch.cuda.is_available():
+        torch.cuda.set_device(local_rank)
+    dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+
+    if dist.get_rank() == 0:
+        wandb.init(project="toy-regression", config=vars(args))
+
+    device = torch.device(f"cuda:{local_rank}" if torch.cuda.is_available() else "cpu")
+
+    # synthetic data: y = sin(x0) + cos(x1) + noise
+    x = torch.rand(20000, 2) * 6 - 3
+    y = (torch.sin(x[:, 0]) + torch.cos(x[:, 1])).unsqueeze(1) + 0.05 * torch.randn(20000, 1)
+    train_dataset = TensorDataset(x, y)
+    loader = DataLoader(train_dataset, batch_size=args.batch_size, sampler=DistributedSampler(train_dataset, shuffle=True))
+
+    model = nn.Sequential(
+        nn.Linear(2, args.hidden), nn.Tanh(),
+        nn.Linear(args.hidden, args.hidden), nn.Tanh(),
+        nn.Linear(args.hidden, 1),
+    ).to(device)
+    model = DDP(model, device_ids=[local_rank] if torch.cuda.is_available() else None)
+    optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
+
+    step = 0
+    for epoch in range(args.epochs):
+        loader.sampler.set_epoch(epoch)
+        for xb, yb in loader:
+            xb, yb = xb.to(device), yb.to(device)
+            loss = nn.functional.mse_loss(model(xb), yb)
+
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+
+            if dist.get_rank() == 0:
+                wandb.log({"loss": loss.item(), "epoch": epoch}, step=step)
+            step += 1
+
+        if dist.get_rank() == 0:
+            print(f"epoch {epoch} done, last loss {loss.item():.5f}")
+
+    if dist.get_rank() == 0:
+        torch.save(model.module.state_dict(), "regressor.pt")
+        wandb.finish()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,111 @@
+"""Runs original and converted training scripts as real processes and compares what they learned.
+
+Reused by every target: convert a sample with `migrate_source`, launch it (plain python,
+torchrun, or a target's own launcher), load the saved state dicts, compare them tensor by tensor.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from migrate import Options, migrate_source
+
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLES = ROOT / "samples"
+BIN = Path(sys.executable).parent
+TIMEOUT_S = 300
+
+
+@dataclass(frozen=True)
+class Run:
+    stdout: str
+    stderr: str
+    weights: dict[str, torch.Tensor]
+
+
+def sample_names() -> list[str]:
+    return sorted(p.parent.name for p in SAMPLES.glob("*/train.py"))
+
+
+def convert(sample: str, target: str, folder: Path, options: Options | None = None) -> tuple[Path, Path]:
+    """(original, converted) copies of a sample in `folder`."""
+    source = (SAMPLES / sample / "train.py").read_text()
+    original = folder / "original.py"
+    converted = folder / "converted.py"
+    original.write_text(source)
+    result = migrate_source(source, target, options, path=str(converted))
+    assert not result.error and result.new != source, [f.message for f in result.findings]
+    converted.write_text(result.new)
+    return original, converted
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def environment() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")}
+    env.update(OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1", MASTER_PORT=str(free_port()))
+    if not os.environ.get("MIGRATE_TEST_CUDA"):
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    return env
+
+
+def run_python(script: Path, args: list[str], save: Path) -> Run:
+    """`python script.py ...`: the original, or a converted script run as one process."""
+    env = environment()
+    command = [sys.executable, str(script), *args, "--save", str(save)]
+    return _finish(subprocess.run(command, cwd=script.parent, env=env, capture_output=True, text=True, timeout=TIMEOUT_S), save)
+
+
+def run_torchrun(script: Path, nproc: int, args: list[str], save: Path) -> Run:
+    env = environment()
+    command = [
+        str(BIN / "torchrun"), "--standalone", f"--nproc_per_node={nproc}", str(script), *args, "--save", str(save),
+    ]
+    return _finish(subprocess.run(command, cwd=script.parent, env=env, capture_output=True, text=True, timeout=TIMEOUT_S), save)
+
+
+def _finish(process: subprocess.CompletedProcess[str], save: Path) -> Run:
+    assert process.returncode == 0, f"exit {process.returncode}\n{process.stdout[-3000:]}\n{process.stderr[-6000:]}"
+    return Run(process.stdout, process.stderr, flatten(torch.load(save, map_location="cpu", weights_only=True)))
+
+
+def flatten(state: object, prefix: str = "") -> dict[str, torch.Tensor]:
+    """A state dict, or a dict of them ({"generator": ..., "discriminator": ...}), as one flat dict."""
+    if isinstance(state, torch.Tensor):
+        return {prefix: state}
+    assert isinstance(state, dict), type(state)
+    flat: dict[str, torch.Tensor] = {}
+    for key, value in state.items():
+        flat.update(flatten(value, f"{prefix}{key}." if not isinstance(value, torch.Tensor) else f"{prefix}{key}"))
+    return flat
+
+
+def assert_same_weights(actual: dict[str, torch.Tensor], expected: dict[str, torch.Tensor]) -> None:
+    assert actual.keys() == expected.keys()
+    for key in expected:
+        torch.testing.assert_close(actual[key], expected[key], msg=lambda m, k=key: f"{k}: {m}")
+
+
+def assert_loads_strictly(checkpoint: dict[str, torch.Tensor], original: dict[str, torch.Tensor]) -> None:
+    """What `original_model.load_state_dict(checkpoint, strict=True)` checks: the same keys (no
+    `module.` prefix), the same shapes and dtypes; plus every tensor on the CPU."""
+    assert sorted(checkpoint) == sorted(original), sorted(set(checkpoint) ^ set(original))
+    for key, tensor in checkpoint.items():
+        assert tensor.shape == original[key].shape and tensor.dtype == original[key].dtype, key
+        assert tensor.device.type == "cpu", key
+
+
+def log_lines(text: str) -> list[str]:
+    """The script's own output lines (torchrun adds none to stdout)."""
+    return [line for line in text.splitlines() if line.strip()]

@@ -1,0 +1,182 @@
+"""The command-line contract shared by every target, exercised as a user would run it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLE = ROOT / "samples" / "mlp_regression" / "train.py"
+MAIN_CASE = ROOT / "tests" / "cases" / "ddp" / "main_function.in.py"
+
+
+def migrate(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "migrate", *args], cwd=cwd, capture_output=True, text=True)
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    shutil.copy(MAIN_CASE, tmp_path / "train.py")
+    return tmp_path
+
+
+def test_prints_a_diff_that_git_applies_and_writes_nothing(project: Path) -> None:
+    before = (project / "train.py").read_text()
+    result = migrate("to-ddp", "train.py", cwd=project)
+    assert result.returncode == 0, result.stderr
+    assert (project / "train.py").read_text() == before
+    assert not (project / "run_train_ddp.sh").exists()
+    assert "+++ b/train.py" in result.stdout and "+++ b/run_train_ddp.sh" in result.stdout
+    subprocess.run(["git", "init", "-q"], cwd=project, check=True)
+    (project / "ddp.patch").write_text(result.stdout)
+    subprocess.run(["git", "apply", "ddp.patch"], cwd=project, check=True)
+    written = migrate("to-ddp", "--write", "train.py", cwd=project.parent / project.name)
+    assert written.returncode == 0
+    assert "MIG001" in written.stderr  # the applied patch is already distributed: nothing more to do
+    assert os.access(project / "run_train_ddp.sh", os.X_OK)
+
+
+def test_write_converts_in_place_keeping_mode_and_adds_the_launch_script(project: Path) -> None:
+    script = project / "train.py"
+    script.chmod(0o750)
+    result = migrate("to-ddp", "--write", "train.py", cwd=project)
+    assert result.returncode == 0, result.stderr
+    text = script.read_text()
+    assert "dist.init_process_group(" in text and "DistributedSampler(" in text
+    assert stat.S_IMODE(script.stat().st_mode) == 0o750
+    launcher = project / "run_train_ddp.sh"
+    assert "torchrun" in launcher.read_text() and os.access(launcher, os.X_OK)
+    assert not [p for p in project.iterdir() if p.name.startswith(".migrate-")]
+
+
+def test_check_lists_files_that_would_change_and_exits_one(project: Path) -> None:
+    result = migrate("to-ddp", "--check", "train.py", cwd=project)
+    assert result.returncode == 1
+    assert result.stdout.strip() == "train.py"
+    migrate("to-ddp", "--write", "train.py", cwd=project)
+    assert migrate("to-ddp", "--check", "train.py", cwd=project).returncode == 0
+
+
+def test_missing_path_is_a_clear_error(tmp_path: Path) -> None:
+    result = migrate("to-ddp", "nope.py", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "nope.py:0:0: no such file" in result.stderr
+
+
+def test_syntax_error_names_the_place_and_leaves_the_file(tmp_path: Path) -> None:
+    broken = "import torch\nloss.backward()\nfor x in range(3)\n    pass\n"
+    (tmp_path / "bad.py").write_text(broken)
+    result = migrate("to-ddp", "--write", "bad.py", cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.startswith("migrate: bad.py:3:")
+    assert "syntax error" in result.stderr
+    assert (tmp_path / "bad.py").read_text() == broken
+
+
+def test_undecodable_file_is_refused_with_its_position(tmp_path: Path) -> None:
+    (tmp_path / "latin.py").write_bytes(b"# caf\xe9\nloss.backward()\n")
+    result = migrate("to-ddp", "latin.py", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "latin.py:1:6: not valid utf-8" in result.stderr
+
+
+def test_coding_cookie_is_honoured_and_kept(tmp_path: Path) -> None:
+    source = MAIN_CASE.read_text().replace("import argparse", "# -*- coding: latin-1 -*-\n# caf\xe9\nimport argparse", 1)
+    (tmp_path / "train.py").write_bytes(source.encode("latin-1"))
+    result = migrate("to-ddp", "--write", "train.py", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    raw = (tmp_path / "train.py").read_bytes()
+    assert b"caf\xe9" in raw and b"init_process_group" in raw
+
+
+def test_crlf_and_tabs_survive(tmp_path: Path) -> None:
+    source = MAIN_CASE.read_text().replace("    ", "\t").replace("\n", "\r\n")
+    (tmp_path / "train.py").write_bytes(source.encode())
+    result = migrate("to-ddp", "--write", "train.py", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    raw = (tmp_path / "train.py").read_bytes()
+    assert b"\n" not in raw.replace(b"\r\n", b"")
+    assert b"\tdist.init_process_group(" in raw and b"    " not in raw.split(b"class")[0]
+    compile(raw, "train.py", "exec")
+
+
+def test_read_only_file_is_an_error_and_nothing_is_written(project: Path) -> None:
+    script = project / "train.py"
+    before = script.read_text()
+    script.chmod(0o444)
+    result = migrate("to-ddp", "--write", "train.py", cwd=project)
+    assert result.returncode == 2
+    assert "train.py:0:0: is read-only" in result.stderr
+    assert script.read_text() == before
+    assert not (project / "run_train_ddp.sh").exists()
+
+
+def test_not_a_training_script_is_left_alone_with_a_note(tmp_path: Path) -> None:
+    (tmp_path / "utils.py").write_text("import torch\n\ndef norm(x):\n    return x / x.norm()\n")
+    result = migrate("to-ddp", "--write", "utils.py", cwd=tmp_path)
+    assert result.returncode == 0
+    assert "utils.py:1:1: MIG002" in result.stderr
+    assert (tmp_path / "utils.py").read_text().startswith("import torch")
+
+
+def test_findings_point_at_the_line_with_the_manual_step(tmp_path: Path) -> None:
+    shutil.copy(ROOT / "tests" / "cases" / "ddp" / "manual_batching.in.py", tmp_path / "train.py")
+    result = migrate("to-ddp", "train.py", cwd=tmp_path)
+    assert result.returncode == 0
+    line = next(l for l in result.stderr.splitlines() if "MIG101" in l)
+    path, row, col, rest = line.split(":", 3)
+    assert path == "train.py" and int(row) > 1 and int(col) >= 1
+    source_line = (tmp_path / "train.py").read_text().splitlines()[int(row) - 1]
+    assert source_line.lstrip().startswith("for ")
+    assert "shard" in rest
+
+
+def test_json_report(project: Path) -> None:
+    import json
+
+    result = migrate("to-ddp", "--report", "json", "train.py", cwd=project)
+    assert result.returncode == 0
+    assert json.loads(result.stderr) == []
+
+
+def test_help_explains_each_option() -> None:
+    result = migrate("to-ddp", "--help", cwd=ROOT)
+    assert result.returncode == 0
+    for option in ("--write", "--check", "--nproc-per-node", "--keep-global-batch", "--scale-lr", "--sync-batchnorm"):
+        assert option in result.stdout
+    assert "Example" in result.stdout
+
+
+def test_bad_nproc_value_is_rejected(project: Path) -> None:
+    result = migrate("to-ddp", "--nproc-per-node", "many", "train.py", cwd=project)
+    assert result.returncode == 2
+    assert "many" in result.stderr
+
+
+@pytest.mark.parametrize("option, expected", [
+    ("--keep-global-batch", "batch_size=args.batch_size // dist.get_world_size()"),
+    ("--scale-lr", "lr=args.lr * dist.get_world_size()"),
+    ("--sync-batchnorm", "torch.nn.SyncBatchNorm.convert_sync_batchnorm(model)"),
+    ("--nproc-per-node=4", 'NPROC_PER_NODE:-4'),
+])
+def test_options_change_the_output(project: Path, option: str, expected: str) -> None:
+    result = migrate("to-ddp", option, "train.py", cwd=project)
+    assert result.returncode == 0, result.stderr
+    assert expected in result.stdout
+
+
+def test_samples_convert_once(tmp_path: Path) -> None:
+    for sample in sorted((ROOT / "samples").glob("*/train.py")):
+        target = tmp_path / sample.parent.name
+        target.mkdir()
+        shutil.copy(sample, target / "train.py")
+        first = migrate("to-ddp", "--write", "train.py", cwd=target)
+        assert first.returncode == 0, first.stderr
+        again = migrate("to-ddp", "--check", "train.py", cwd=target)
+        assert again.returncode == 0, f"{sample}: second run would change the file"
