@@ -71,7 +71,7 @@ def migrate_source(code: str, target: str, options: Options | None = None, path:
         verb = "already uses" if sites.already in spec.already else "uses"
         return _skipped(path, code, "MIG001", f"{verb} {sites.already}; left unchanged")
     plan = EditPlan(module=module)
-    ctx = Context(sites=sites, plan=plan, options=options, script=os.path.basename(path))
+    ctx = Context(sites=sites, plan=plan, options=options, source=code, script=os.path.basename(path))
     for step in spec.steps:
         step(ctx)
     new_code = plan.apply(sites.index.import_stmts, _imports_stdlib).code

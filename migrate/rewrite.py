@@ -10,11 +10,14 @@ a statement that is also guarded) without steps knowing about each other.
 from __future__ import annotations
 
 import sys
+from functools import lru_cache
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import libcst as cst
+
+from migrate.analysis.index import child_nodes
 
 NodeEdit = Callable[[cst.CSTNode], cst.CSTNode]
 RunWrap = Callable[[list[cst.BaseStatement]], cst.BaseCompoundStatement]
@@ -33,6 +36,7 @@ class EditPlan:
     wraps: dict[cst.BaseStatement, tuple[cst.BaseStatement, RunWrap]] = field(default_factory=dict)
     module_imports: list[cst.SimpleStatementLine] = field(default_factory=list)
     stdlib_imports: list[cst.SimpleStatementLine] = field(default_factory=list)
+    import_lines: set[str] = field(default_factory=set)
 
     # -- recording ----------------------------------------------------------------------------
     def replace(self, node: cst.CSTNode, edit: NodeEdit) -> None:
@@ -69,7 +73,8 @@ class EditPlan:
         assert isinstance(statement, cst.SimpleStatementLine)
         root = line.split()[1].split(".")[0]
         group = self.stdlib_imports if root in sys.stdlib_module_names else self.module_imports
-        if not any(self.module.code_for_node(s) == line + "\n" for s in group):
+        if line not in self.import_lines:
+            self.import_lines.add(line)
             group.append(statement)
 
     @property
@@ -94,18 +99,43 @@ class EditPlan:
                 self.insert_after(imports[-1], self.module_imports)
             elif self.module.body:
                 self.insert_before(self.module.body[0], self.module_imports)
-        applier = _Applier(self)
+        applier = _Applier(self, self._edited_paths())
         return self.module.visit(applier)  # type: ignore[return-value]
+
+    def _edited_paths(self) -> set[cst.CSTNode]:
+        """Every node that is edited or holds an edited node: the applier skips all others, so
+        only the paths to edits are rebuilt."""
+        targets: set[cst.CSTNode] = set(self.replacements) | set(self.before) | set(self.after)
+        targets |= self.removed | set(self.guarded) | set(self.wraps)
+        needed: set[cst.CSTNode] = set()
+        stack: list[cst.CSTNode] = []
+
+        def mark(node: cst.CSTNode) -> None:
+            stack.append(node)
+            if node in targets:
+                needed.update(stack)
+            for child in child_nodes(node):
+                mark(child)
+            stack.pop()
+
+        mark(self.module)
+        return needed
 
 
 class _Applier(cst.CSTTransformer):
-    def __init__(self, plan: EditPlan) -> None:
+    def __init__(self, plan: EditPlan, paths: set[cst.CSTNode]) -> None:
         self.plan = plan
+        self.paths = paths
         self.statement_results: dict[cst.BaseStatement, cst.BaseStatement] = {}
         self.guard_tests: dict[int, str] = {}  # id of a rendered statement -> its guard test
         self.made_guards: set[int] = set()  # ids of the `if` statements the guards became
 
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        return node in self.paths
+
     def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> cst.CSTNode:  # type: ignore[override]
+        if original_node not in self.paths:
+            return updated_node
         for edit in self.plan.replacements.get(original_node, ()):
             updated_node = edit(updated_node)
         if isinstance(original_node, (cst.Module, cst.IndentedBlock)):
@@ -166,6 +196,11 @@ class _Applier(cst.CSTTransformer):
         return self.guard_tests.get(id(stmt))
 
 
+@lru_cache(maxsize=64)
+def _parsed_test(test: str) -> cst.BaseExpression:
+    return cst.parse_expression(test)
+
+
 def _without_leading_lines(stmt: cst.BaseStatement) -> tuple[cst.BaseStatement, Sequence[cst.EmptyLine]]:
     leading = getattr(stmt, "leading_lines", ())
     return stmt.with_changes(leading_lines=()), leading
@@ -188,7 +223,7 @@ def _merge_guards(
             end += 1
         run = body[position : end + 1]
         run[0], leading = _without_leading_lines(run[0])
-        guard = cst.If(test=cst.parse_expression(test), body=cst.IndentedBlock(body=run), leading_lines=leading)
+        guard = cst.If(test=_parsed_test(test), body=cst.IndentedBlock(body=run), leading_lines=leading)
         made.add(id(guard))
         merged.append(guard)
         position = end + 1

@@ -9,9 +9,53 @@ needs and costs a fraction of libcst's full qualified-name metadata.
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import libcst as cst
+
+# Fields that hold only whitespace and punctuation: never worth descending into.
+_SKIPPED_FIELDS = ("whitespace", "lpar", "rpar", "comma", "leading_lines", "lines_after_decorators",
+                   "header", "footer", "semicolon", "newline", "trailing_whitespace", "equal", "dot", "colon")
+_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def child_nodes(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """The children of a node, read straight off its fields.
+
+    libcst's own visitors rebuild every node they pass, which costs about as much as parsing;
+    analysis only reads, so it walks the frozen dataclasses directly.
+    """
+    names = _CHILD_FIELDS.get(type(node))
+    if names is None:
+        names = tuple(f.name for f in dataclasses.fields(node) if not f.name.startswith(_SKIPPED_FIELDS))
+        _CHILD_FIELDS[type(node)] = names
+    for name in names:
+        value = getattr(node, name)
+        if isinstance(value, cst.CSTNode):
+            yield value
+        elif isinstance(value, (tuple, list)):
+            for item in value:
+                if isinstance(item, cst.CSTNode):
+                    yield item
+
+
+def descendants(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """`node` and everything below it, parents first."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        stack.extend(reversed(list(child_nodes(current))))
+
+
+def walk(visitor: cst.CSTVisitor, node: cst.CSTNode) -> None:
+    """Drive a read-only CSTVisitor (visit_X / leave_X methods) without rebuilding nodes."""
+    if visitor.on_visit(node):
+        for child in child_nodes(node):
+            walk(visitor, child)
+    visitor.on_leave(node)
 
 
 def spell(node: cst.BaseExpression) -> str | None:
@@ -270,20 +314,14 @@ class _Indexer(cst.CSTVisitor):
 def _names_in(node: cst.CSTNode) -> tuple[str, ...]:
     """Names and `self.x` spellings read anywhere inside an expression."""
     found: list[str] = []
-
-    class _Names(cst.CSTVisitor):
-        def visit_Attribute(self, attribute: cst.Attribute) -> bool:
-            dotted = spell(attribute)
+    for child in descendants(node):
+        if isinstance(child, cst.Name):
+            found.append(child.value)
+        elif isinstance(child, cst.Attribute):
+            dotted = spell(child)
             if dotted is not None and dotted.startswith("self.") and dotted.count(".") == 1:
                 found.append(dotted)
-                return False
-            return True
-
-        def visit_Name(self, name: cst.Name) -> None:
-            found.append(name.value)
-
-    node.visit(_Names())
-    return tuple(found)
+    return tuple(n for n in found if n != "self")
 
 
 def names_in(node: cst.CSTNode) -> tuple[str, ...]:
@@ -308,5 +346,5 @@ def _string_value(node: cst.BaseExpression) -> str | None:
 
 def build_index(module: cst.Module) -> ScriptIndex:
     index = ScriptIndex(module=module)
-    module.visit(_Indexer(index))
+    walk(_Indexer(index), module)
     return index

@@ -5,10 +5,11 @@ and how a name seen inside a function maps back to the name its caller passed in
 from __future__ import annotations
 
 import builtins
+from collections.abc import Callable
 
 import libcst as cst
 
-from migrate.analysis.index import CallSite, Scope, ScriptIndex, spell
+from migrate.analysis.index import CallSite, Scope, ScriptIndex, descendants, spell
 
 BUILTIN_NAMES = frozenset(dir(builtins))
 
@@ -122,30 +123,10 @@ def argument(call: cst.Call, keyword: str, position: int) -> cst.Arg | None:
     return None
 
 
-def contains(node: cst.CSTNode, predicate) -> bool:  # type: ignore[no-untyped-def]
+def contains(node: cst.CSTNode, predicate: Callable[[cst.CSTNode], bool]) -> bool:
     """Whether any node below `node` (itself included) satisfies `predicate`."""
-    found = False
-
-    class _Search(cst.CSTVisitor):
-        def on_visit(self, child: cst.CSTNode) -> bool:
-            nonlocal found
-            if found:
-                return False
-            if predicate(child):
-                found = True
-                return False
-            return True
-
-    node.visit(_Search())
-    return found
+    return any(predicate(child) for child in descendants(node))
 
 
 def calls_in(node: cst.CSTNode) -> list[cst.Call]:
-    found: list[cst.Call] = []
-
-    class _Calls(cst.CSTVisitor):
-        def visit_Call(self, call: cst.Call) -> None:
-            found.append(call)
-
-    node.visit(_Calls())
-    return found
+    return [child for child in descendants(node) if isinstance(child, cst.Call)]

@@ -5,12 +5,13 @@ spell new code (imports the script already has are reused under the script's own
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Protocol
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
 
 from migrate.analysis.index import Scope
+from migrate.analysis.positions import Positions
 from migrate.analysis.sites import TrainingSites
 from migrate.findings import finding
 from migrate.model import Finding, Options
@@ -24,10 +25,12 @@ class Context:
     sites: TrainingSites
     plan: EditPlan
     options: Options
+    source: str = ""  # the original text (findings' positions are read from it)
     script: str = "train.py"  # the file's name, for comments in generated code
     findings: list[Finding] = field(default_factory=list)
-    _positions: dict[cst.CSTNode, tuple[int, int]] | None = None
+    _positions: Positions | None = None
     device_name: str | None = None  # the entry scope's device variable, once known
+    _code: dict[cst.CSTNode, str] = field(default_factory=dict)
 
     @property
     def index(self):  # type: ignore[no-untyped-def]
@@ -79,13 +82,13 @@ class Context:
 
     def position(self, node: cst.CSTNode) -> tuple[int, int]:
         if self._positions is None:
-            wrapper = MetadataWrapper(self.index.module, unsafe_skip_copy=True)
-            ranges = wrapper.resolve(PositionProvider)
-            self._positions = {n: (r.start.line, r.start.column + 1) for n, r in ranges.items()}
-        return self._positions.get(node, (0, 0))
+            self._positions = Positions(self.index.module, self.source)
+        return self._positions.of(node)
 
     def code(self, node: cst.CSTNode) -> str:
-        return self.index.module.code_for_node(node)
+        if node not in self._code:
+            self._code[node] = self.index.module.code_for_node(node)
+        return self._code[node]
 
 
 class Step(Protocol):
@@ -94,7 +97,9 @@ class Step(Protocol):
     def __call__(self, ctx: Context) -> None: ...
 
 
+@lru_cache(maxsize=256)
 def statement(code: str) -> cst.BaseStatement:
+    """Parse one statement (cached: nodes are immutable, so a parsed snippet can be reused)."""
     return cst.parse_statement(code)
 
 
@@ -108,5 +113,6 @@ def statements(code: str) -> list[cst.BaseStatement]:
     return body
 
 
+@lru_cache(maxsize=256)
 def expression(code: str) -> cst.BaseExpression:
     return cst.parse_expression(code)

@@ -81,7 +81,8 @@ def _through_module(ctx: Context, use: AttributeUse) -> None:
     owner = use.node.value
     ctx.plan.replace(use.node, lambda updated: updated.with_changes(value=cst.Attribute(value=updated.value, attr=cst.Name("module"))))
     method = use.node.attr.value
-    if use.called and method not in ("state_dict", "load_state_dict") and use.place.scope.name in {c.place.scope.name for c in ctx.sites.backward_calls}:
+    step_loops = {loop.node for loop in ctx.sites.step_loops}
+    if use.called and method not in ("state_dict", "load_state_dict") and step_loops.intersection(use.place.loops):
         ctx.report(
             "MIG105",
             f"`{ctx.code(owner)}.{method}(...)` runs the model outside its forward, bypassing gradient sync; "
