@@ -116,3 +116,15 @@ def statements(code: str) -> list[cst.BaseStatement]:
 @lru_cache(maxsize=256)
 def expression(code: str) -> cst.BaseExpression:
     return cst.parse_expression(code)
+
+
+def with_keyword(call: cst.CSTNode, keyword: str, value: cst.BaseExpression) -> cst.Call:
+    """`f(a, b=1)` -> `f(a, b=1, keyword=value)`, spacing `=` the way the call already does."""
+    assert isinstance(call, cst.Call)
+    args = list(call.args)
+    if args and isinstance(args[-1].comma, cst.MaybeSentinel):
+        args[-1] = args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+    tight = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
+    equal = next((a.equal for a in args if a.keyword is not None), tight)
+    args.append(cst.Arg(value, keyword=cst.Name(keyword), equal=equal))
+    return call.with_changes(args=args)

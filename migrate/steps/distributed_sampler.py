@@ -13,7 +13,7 @@ import libcst as cst
 from migrate.analysis.index import spell
 from migrate.analysis.sites import LoaderSite
 from migrate.analysis.training import argument
-from migrate.steps.base import Context, expression, statement
+from migrate.steps.base import Context, expression, statement, with_keyword
 
 
 def distributed_sampler(ctx: Context) -> None:
@@ -61,11 +61,8 @@ def _shard(ctx: Context, site: LoaderSite) -> None:
             if keyword == "batch_size" and ctx.options.keep_global_batch:
                 arg = arg.with_changes(value=expression(f"{ctx.code(arg.value)} // {world}"))
             args.append(arg)
-        if shuffle is None:
-            last = args[-1]
-            args[-1] = last.with_changes(comma=cst.MaybeSentinel.DEFAULT) if isinstance(last.comma, cst.MaybeSentinel) else last
-            args.append(cst.Arg(new_sampler, keyword=cst.Name("sampler"), equal=_equal(args)))
-        return updated.with_changes(args=args)
+        rewritten = updated.with_changes(args=args)
+        return rewritten if shuffle is not None else with_keyword(rewritten, "sampler", new_sampler)
 
     ctx.plan.replace(call, rewrite)
 
@@ -79,13 +76,6 @@ def _bind_dataset(ctx: Context, site: LoaderSite, dataset: cst.Arg) -> str:
     ctx.plan.insert_above(stmt, statement(f"{name} = {ctx.code(dataset.value)}\n"))
     ctx.plan.replace(dataset, lambda updated: updated.with_changes(value=cst.Name(name)))
     return name
-
-
-def _equal(args: list[cst.Arg]) -> cst.AssignEqual | cst.MaybeSentinel:
-    for arg in args:
-        if arg.keyword is not None:
-            return arg.equal
-    return cst.MaybeSentinel.DEFAULT
 
 
 def _set_epochs(ctx: Context) -> None:

@@ -5,9 +5,7 @@ its own device instead.
 
 from __future__ import annotations
 
-import libcst as cst
-
-from migrate.steps.base import Context, expression
+from migrate.steps.base import Context, expression, with_keyword
 from migrate.steps.local_rank_device import device_in
 
 
@@ -18,20 +16,4 @@ def load_map_location(ctx: Context) -> None:
         if len([a for a in call.node.args if a.keyword is None]) > 1:
             continue
         device = expression(device_in(ctx, call.place.scope))
-        ctx.plan.replace(call.node, lambda updated, d=device: _with_keyword(updated, "map_location", d))
-
-
-def _with_keyword(call: cst.CSTNode, keyword: str, value: cst.BaseExpression) -> cst.CSTNode:
-    assert isinstance(call, cst.Call)
-    args = list(call.args)
-    if args and isinstance(args[-1].comma, cst.MaybeSentinel):
-        args[-1] = args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
-    args.append(cst.Arg(value, keyword=cst.Name(keyword), equal=_tight_equal(args)))
-    return call.with_changes(args=args)
-
-
-def _tight_equal(args: list[cst.Arg]) -> cst.AssignEqual | cst.MaybeSentinel:
-    for arg in args:
-        if arg.keyword is not None:
-            return arg.equal
-    return cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
+        ctx.plan.replace(call.node, lambda updated, d=device: with_keyword(updated, "map_location", d))

@@ -13,7 +13,7 @@ import libcst as cst
 
 from migrate.analysis.index import CallSite, ScriptIndex, spell
 from migrate.analysis.training import calls_in, contains
-from migrate.steps.base import Context, expression, statements
+from migrate.steps.base import Context, expression, statements, with_keyword
 
 LOG_METHODS = frozenset({"debug", "info", "warning", "warn", "log"})
 WANDB_CALLS = frozenset({"init", "log", "finish", "watch", "save", "log_artifact", "define_metric", "alert"})
@@ -150,25 +150,14 @@ def _disable_progress_bar(ctx: Context, call: CallSite) -> None:
 
     def add_disable(updated: cst.CSTNode) -> cst.CSTNode:
         assert isinstance(updated, cst.Call)
-        args = list(updated.args)
-        for position, arg in enumerate(args):
+        for position, arg in enumerate(updated.args):
             if arg.keyword is not None and arg.keyword.value == "disable":
+                args = list(updated.args)
                 args[position] = arg.with_changes(value=expression(f"({ctx.code(arg.value)}) or {test}"))
                 return updated.with_changes(args=args)
-        last = args[-1] if args else None
-        if last is not None and isinstance(last.comma, cst.MaybeSentinel):
-            args[-1] = last.with_changes(comma=cst.MaybeSentinel.DEFAULT)
-        args.append(cst.Arg(expression(test), keyword=cst.Name("disable"), equal=_equal_like(args)))
-        return updated.with_changes(args=args)
+        return with_keyword(updated, "disable", expression(test))
 
     ctx.plan.replace(call.node, add_disable)
-
-
-def _equal_like(args: list[cst.Arg]) -> cst.AssignEqual | cst.MaybeSentinel:
-    for arg in args:
-        if arg.keyword is not None:
-            return arg.equal
-    return cst.MaybeSentinel.DEFAULT
 
 
 def _create_on_rank_zero(ctx: Context, call: CallSite) -> None:
