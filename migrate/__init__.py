@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from migrate.model import FileResult, Finding, InputError, Options
 
-TARGETS = ("ddp",)
+TARGETS = ("ddp", "deepspeed")
 
 
 def migrate_source(code: str, target: str, options: Options | None = None, path: str = "train.py") -> FileResult:

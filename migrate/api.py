@@ -74,6 +74,8 @@ def migrate_source(code: str, target: str, options: Options | None = None, path:
     ctx = Context(sites=sites, plan=plan, options=options, source=code, script=os.path.basename(path))
     for step in spec.steps:
         step(ctx)
+        if ctx.refused:
+            return FileResult(path=path, old=code, new=code, findings=tuple(ctx.findings), skipped=True)
     new_code = plan.apply(sites.index.import_stmts, _imports_stdlib).code
     findings = tuple(sorted(ctx.findings, key=lambda f: (f.line, f.col, f.code)))
     try:
@@ -81,7 +83,7 @@ def migrate_source(code: str, target: str, options: Options | None = None, path:
     except SyntaxError as error:
         message = f"internal error: the rewrite did not compile ({error.msg}, line {error.lineno}); file left untouched"
         return FileResult(path=path, old=code, new=code, findings=(finding("MIG901", message),), error=True)
-    return FileResult(path=path, old=code, new=new_code, findings=findings, artifacts=tuple(spec.artifacts(path, options)))
+    return FileResult(path=path, old=code, new=new_code, findings=findings, artifacts=tuple(spec.artifacts(path, ctx)))
 
 
 def _check_syntax(code: str, path: str) -> None:
@@ -160,12 +162,17 @@ def check_writable(result: FileResult) -> None:
         if os.path.exists(path):
             if not os.stat(path).st_mode & 0o222 or not os.access(path, os.W_OK):
                 raise InputError(path, 0, 0, "is read-only; nothing was written")
-        elif not os.access(folder, os.W_OK):
-            raise InputError(path, 0, 0, f"cannot create a file in {folder}; nothing was written")
+        else:
+            existing = folder
+            while not os.path.isdir(existing):
+                existing = os.path.dirname(existing)
+            if not os.access(existing, os.W_OK):
+                raise InputError(path, 0, 0, f"cannot create a file in {folder}; nothing was written")
 
 
 def _atomic_write(path: str, data: bytes, mode: int) -> None:
     folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=folder, prefix=".migrate-", suffix=".tmp")
     try:
         with os.fdopen(handle, "wb") as stream:

@@ -9,8 +9,9 @@ This module imports no libcst: the API does, when a command actually runs.
 
 from __future__ import annotations
 
+import re
 import sys
-from typing import Annotated
+from typing import Annotated, Optional
 
 import typer
 
@@ -77,6 +78,66 @@ def to_ddp(
         sync_batchnorm=sync_batchnorm,
     )
     raise typer.Exit(run("ddp", paths, options, write=write, check=check, report=report))
+
+
+Zero = Annotated[int, typer.Option("--zero", min=0, max=3, metavar="0-3", help="ZeRO stage: 0 (plain data parallel), 1 (shard optimizer state), 2 (+ gradients), 3 (+ weights).")]
+OffloadOptimizer = Annotated[str, typer.Option("--offload-optimizer", metavar="none|cpu|nvme", help="Keep optimizer state in CPU memory or on NVMe (ZeRO 1-3).")]
+OffloadParam = Annotated[str, typer.Option("--offload-param", metavar="none|cpu|nvme", help="Keep weights in CPU memory or on NVMe (ZeRO 3 only).")]
+NvmePath = Annotated[str, typer.Option("--nvme-path", help="Folder on a local NVMe drive, for the nvme offloads.")]
+Bf16 = Annotated[bool, typer.Option("--bf16", help="Train in bfloat16 (config bf16.enabled).")]
+Fp16 = Annotated[bool, typer.Option("--fp16", help="Train in float16 with loss scaling (config fp16.enabled).")]
+Fp32 = Annotated[bool, typer.Option("--fp32", help="Train in float32 even if the script uses AMP.")]
+ConfigOut = Annotated[Optional[str], typer.Option("--config-out", metavar="PATH", help="Where to write the DeepSpeed config, relative to the script's folder (default: ds_config.json beside it).")]
+Hosts = Annotated[Optional[str], typer.Option("--hosts", metavar="HOST:GPUS,...", help="Several nodes: write a hostfile and a multi-node launcher. Example: --hosts node1:8,node2:8")]
+
+HOST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(:[1-9][0-9]*)?$")
+
+
+@app.command("to-deepspeed")
+def to_deepspeed(
+    paths: Paths,
+    zero: Zero = 2,
+    offload_optimizer: OffloadOptimizer = "none",
+    offload_param: OffloadParam = "none",
+    nvme_path: NvmePath = "/local_nvme",
+    bf16: Bf16 = False,
+    fp16: Fp16 = False,
+    fp32: Fp32 = False,
+    config_out: ConfigOut = None,
+    hosts: Hosts = None,
+    write: Write = False,
+    check: Check = False,
+    report: ReportFormat = "text",
+) -> None:
+    """DeepSpeed engine (ZeRO 0-3), launched by the deepspeed launcher.
+
+    deepspeed.initialize(model=..., optimizer=<your optimizer>) after both exist; engine.backward(loss)
+    and engine.step() replace loss.backward() and optimizer.step(); zero_grad, GradScaler, autocast and
+    clip_grad_norm_ go (the config does them); gradient accumulation and clipping move into
+    ds_config.json, which the script reads and then overwrites with its own values (batch size,
+    accumulation steps...) so the two never disagree. Also accepts --local_rank from the launcher,
+    gathers weights on every rank before a rank-0 torch.save, and writes run_<script>_deepspeed.sh.
+    Precision follows the script (GradScaler: fp16; bfloat16 autocast: bf16) unless you choose one.
+
+    Example: migrate to-deepspeed --zero 3 --offload-param cpu train.py > ds.patch
+    """
+    for name, value in (("--offload-optimizer", offload_optimizer), ("--offload-param", offload_param)):
+        if value not in ("none", "cpu", "nvme"):
+            raise typer.BadParameter(f"{value!r}: choose none, cpu or nvme", param_hint=name)
+    if offload_param != "none" and zero != 3:
+        raise typer.BadParameter(f"offloading weights needs ZeRO stage 3 (got --zero {zero})", param_hint="--offload-param")
+    if offload_optimizer != "none" and zero == 0:
+        raise typer.BadParameter("offloading optimizer state needs ZeRO stage 1, 2 or 3", param_hint="--offload-optimizer")
+    if sum((bf16, fp16, fp32)) > 1:
+        raise typer.BadParameter("choose one of --bf16, --fp16, --fp32", param_hint="--bf16/--fp16/--fp32")
+    host_list = tuple(h.strip() for h in hosts.split(",") if h.strip()) if hosts else ()
+    for host in host_list:
+        if not HOST.match(host):
+            raise typer.BadParameter(f"{host!r}: write HOST or HOST:GPUS (letters, digits, . _ -)", param_hint="--hosts")
+    precision = "bf16" if bf16 else "fp16" if fp16 else "fp32" if fp32 else "auto"
+    options = Options(zero=zero, offload_optimizer=offload_optimizer, offload_param=offload_param,
+                      nvme_path=nvme_path, precision=precision, config_out=config_out, hosts=host_list)
+    raise typer.Exit(run("deepspeed", paths, options, write=write, check=check, report=report))
 
 
 def run(target: str, paths: list[str], options: Options, write: bool, check: bool, report: str) -> int:

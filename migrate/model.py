@@ -26,6 +26,14 @@ class Options:
     keep_global_batch: bool = False
     scale_lr: bool = False
     sync_batchnorm: bool = False
+    # DeepSpeed
+    zero: int = 2
+    offload_optimizer: str = "none"  # none | cpu | nvme
+    offload_param: str = "none"  # none | cpu | nvme (ZeRO-3 only)
+    nvme_path: str = "/local_nvme"
+    precision: str = "auto"  # auto (what the script does) | fp32 | fp16 | bf16
+    config_out: str | None = None  # where ds_config.json goes; default beside the script
+    hosts: tuple[str, ...] = ()  # "host:slots" entries for a multi-node hostfile
 
 
 @dataclass(frozen=True)

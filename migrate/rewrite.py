@@ -32,11 +32,13 @@ class EditPlan:
     before: dict[cst.BaseStatement, list[cst.BaseStatement]] = field(default_factory=lambda: defaultdict(list))
     after: dict[cst.BaseStatement, list[cst.BaseStatement]] = field(default_factory=lambda: defaultdict(list))
     removed: set[cst.BaseStatement] = field(default_factory=set)
+    spliced: set[cst.BaseStatement] = field(default_factory=set)  # compound statements replaced by their body
     guarded: dict[cst.BaseStatement, str] = field(default_factory=dict)  # statement -> guard test
     wraps: dict[cst.BaseStatement, tuple[cst.BaseStatement, RunWrap]] = field(default_factory=dict)
     module_imports: list[cst.SimpleStatementLine] = field(default_factory=list)
     stdlib_imports: list[cst.SimpleStatementLine] = field(default_factory=list)
     import_lines: set[str] = field(default_factory=set)
+    lines_moved: set[cst.BaseStatement] = field(default_factory=set)
 
     # -- recording ----------------------------------------------------------------------------
     def replace(self, node: cst.CSTNode, edit: NodeEdit) -> None:
@@ -50,6 +52,10 @@ class EditPlan:
 
     def insert_above(self, stmt: cst.BaseStatement, new: cst.BaseStatement) -> None:
         """Insert `new` before `stmt`, moving the comments and blank lines above `stmt` onto it."""
+        if stmt in self.lines_moved:
+            self.insert_before(stmt, [new])
+            return
+        self.lines_moved.add(stmt)
         self.insert_before(stmt, [new.with_changes(leading_lines=getattr(stmt, "leading_lines", ()))])
         self.replace(stmt, lambda updated: updated.with_changes(leading_lines=()))
 
@@ -58,6 +64,10 @@ class EditPlan:
 
     def remove(self, stmt: cst.BaseStatement) -> None:
         self.removed.add(stmt)
+
+    def splice(self, stmt: cst.BaseStatement) -> None:
+        """Replace a `with`/`if` by the statements of its body (`with autocast(): ...` unwrapped)."""
+        self.spliced.add(stmt)
 
     def guard(self, stmt: cst.BaseStatement, test: str) -> None:
         """Run `stmt` only when `test` holds; neighbouring statements with the same test share one `if`."""
@@ -79,7 +89,7 @@ class EditPlan:
 
     @property
     def empty(self) -> bool:
-        return not (self.replacements or self.before or self.after or self.removed or self.guarded or self.wraps)
+        return not (self.replacements or self.before or self.after or self.removed or self.spliced or self.guarded or self.wraps)
 
     # -- applying -----------------------------------------------------------------------------
     def apply(self, imports: Sequence[cst.BaseStatement], is_stdlib: Callable[[cst.BaseStatement], bool]) -> cst.Module:
@@ -106,7 +116,7 @@ class EditPlan:
         """Every node that is edited or holds an edited node: the applier skips all others, so
         only the paths to edits are rebuilt."""
         targets: set[cst.CSTNode] = set(self.replacements) | set(self.before) | set(self.after)
-        targets |= self.removed | set(self.guarded) | set(self.wraps)
+        targets |= self.removed | self.spliced | set(self.guarded) | set(self.wraps)
         needed: set[cst.CSTNode] = set()
         stack: list[cst.CSTNode] = []
 
@@ -148,6 +158,7 @@ class _Applier(cst.CSTTransformer):
 
     def _rebuild(self, originals: Sequence[cst.BaseStatement]) -> list[cst.BaseStatement]:
         body: list[cst.BaseStatement] = []
+        orphans: list[cst.EmptyLine] = []  # comments and blank lines of removed statements
         position = 0
         while position < len(originals):
             original = originals[position]
@@ -163,15 +174,28 @@ class _Applier(cst.CSTTransformer):
                 body.append(build(run).with_changes(leading_lines=leading))
                 position = end + 1
                 continue
-            body.extend(self._rendered(original))
+            rendered = self._rendered(original)
+            if original in self.plan.removed and not rendered and getattr(original, "leading_lines", ()):
+                orphans.extend(original.leading_lines)  # type: ignore[attr-defined]
+            elif rendered and orphans:
+                rendered[0] = rendered[0].with_changes(leading_lines=[*orphans, *rendered[0].leading_lines])
+                orphans = []
+            body.extend(rendered)
             position += 1
+        if not body:
+            body = [cst.SimpleStatementLine(body=[cst.Pass()])]
         return _merge_guards(body, self._guard_of, self.made_guards)
 
     def _rendered(self, original: cst.BaseStatement) -> list[cst.BaseStatement]:
         plan = self.plan
         result: list[cst.BaseStatement] = list(plan.before.get(original, ()))
         updated = self.statement_results.get(original, original)
-        if original not in plan.removed:
+        if original in plan.spliced and isinstance(updated.body, cst.IndentedBlock):  # type: ignore[attr-defined]
+            inner = list(updated.body.body)  # type: ignore[attr-defined]
+            if inner:
+                inner[0] = inner[0].with_changes(leading_lines=[*updated.leading_lines, *inner[0].leading_lines])  # type: ignore[attr-defined]
+            result.extend(inner)
+        elif original not in plan.removed:
             if original in plan.guarded:
                 self.guard_tests[id(updated)] = plan.guarded[original]
             result.append(updated)

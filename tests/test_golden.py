@@ -2,16 +2,19 @@
 
 The expected outputs were read line by line as a reviewer would read the diff; when a change
 to the tool alters one, read the new diff the same way before accepting it. Each case is
-converted as `train.py`, the name the generated comments mention.
+converted as `train.py`, the name the generated comments mention. A case may also have
+`<name>.options.json` (the Options it is converted with) and, for DeepSpeed,
+`<name>.ds_config.json` (the expected config).
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
-from migrate import migrate_source
+from migrate import Options, migrate_source
 
 CASES = Path(__file__).parent / "cases"
 PAIRS = sorted(CASES.glob("*/*.in.py"))
@@ -21,20 +24,37 @@ def case_id(path: Path) -> str:
     return f"{path.parent.name}/{path.name.removesuffix('.in.py')}"
 
 
+def sibling(source: Path, suffix: str) -> Path:
+    return source.with_name(source.name.removesuffix(".in.py") + suffix)
+
+
+def options_for(source: Path) -> Options:
+    path = sibling(source, ".options.json")
+    if not path.exists():
+        return Options()
+    values = json.loads(path.read_text())
+    return Options(**{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()})
+
+
 @pytest.mark.parametrize("source", PAIRS, ids=case_id)
 def test_converts_to_the_reviewed_output(source: Path) -> None:
-    expected = source.with_name(source.name.replace(".in.py", ".out.py")).read_text()
-    result = migrate_source(source.read_text(), source.parent.name, path="train.py")
-    assert result.new == expected
+    result = migrate_source(source.read_text(), source.parent.name, options_for(source), path="train.py")
+    assert result.new == sibling(source, ".out.py").read_text()
+    expected_config = sibling(source, ".ds_config.json")
+    if expected_config.exists():
+        config = next(a.text for a in result.artifacts if a.path.endswith(".json"))
+        assert config == expected_config.read_text()
+        json.loads(config)
 
 
 @pytest.mark.parametrize("source", PAIRS, ids=case_id)
 def test_second_run_changes_nothing(source: Path) -> None:
-    once = migrate_source(source.read_text(), source.parent.name, path="train.py").new
-    twice = migrate_source(once, source.parent.name, path="train.py")
+    options = options_for(source)
+    once = migrate_source(source.read_text(), source.parent.name, options, path="train.py").new
+    twice = migrate_source(once, source.parent.name, options, path="train.py")
     assert twice.new == once
     compile(once, str(source), "exec")
 
 
 def test_every_target_folder_has_cases() -> None:
-    assert PAIRS, "no golden cases found"
+    assert {p.parent.name for p in PAIRS} >= {"ddp", "deepspeed"}

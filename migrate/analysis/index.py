@@ -328,6 +328,25 @@ def names_in(node: cst.CSTNode) -> tuple[str, ...]:
     return _names_in(node)
 
 
+def read_names(node: cst.CSTNode) -> set[str]:
+    """The variables an expression reads: `args.lr * n` -> {"args", "n"}; `self.x` counts as one."""
+    found: set[str] = set()
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, cst.Attribute):
+            dotted = spell(current)
+            if dotted is not None and dotted.startswith("self.") and dotted.count(".") == 1:
+                found.add(dotted)
+            else:
+                stack.append(current.value)
+        elif isinstance(current, cst.Name):
+            found.add(current.value)
+        else:
+            stack.extend(child_nodes(current))
+    return found
+
+
 def _is_main_guard(test: cst.BaseExpression) -> bool:
     if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
         return False

@@ -37,15 +37,23 @@ def _loops_below(index: ScriptIndex, outer: Loop) -> set[cst.CSTNode]:
 
 
 def _runs_training(index: ScriptIndex, loop: Loop, training: set[str]) -> bool:
+    """One pass of the loop is one training step: backward runs in its body, or in a function it
+    calls that runs backward once (not in a loop of its own, which would be the step loop)."""
     for call in index.calls:
         if loop.node not in call.place.loops:
             continue
-        if isinstance(call.node.func, cst.Attribute) and call.node.func.attr.value == "backward":
+        if _is_backward(call):
             return True
         callee = callee_scope(index, call)
-        if callee is not None and callee.name in training:
+        if callee is not None and any(
+            _is_backward(inner) and inner.place.scope is callee and not inner.place.loops for inner in index.calls
+        ):
             return True
     return False
+
+
+def _is_backward(call: CallSite) -> bool:
+    return isinstance(call.node.func, cst.Attribute) and call.node.func.attr.value == "backward"
 
 
 def loader_spelling(index: ScriptIndex, loop: Loop) -> str | None:

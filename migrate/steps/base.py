@@ -31,6 +31,8 @@ class Context:
     _positions: Positions | None = None
     device_name: str | None = None  # the entry scope's device variable, once known
     _code: dict[cst.CSTNode, str] = field(default_factory=dict)
+    facts: dict[str, object] = field(default_factory=dict)  # what steps tell the artifact makers
+    refused: bool = False  # a step found the script cannot be converted safely: leave it as it is
 
     @property
     def index(self):  # type: ignore[no-untyped-def]

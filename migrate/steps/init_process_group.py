@@ -12,20 +12,34 @@ from migrate.steps.base import Context, statement, statements
 
 SETUP = '''\
 
-# torchrun sets these; plain `python {script}` runs as a single process
+# {launcher} sets these; plain `python {script}` runs as a single process
 if "LOCAL_RANK" not in {os}.environ:
     {os}.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT="29500")
 local_rank = int({os}.environ["LOCAL_RANK"])
 if {torch}.cuda.is_available():
     {torch}.cuda.set_device(local_rank)
-{dist}.init_process_group("nccl" if {torch}.cuda.is_available() else "gloo")
+{init}
 '''
+BACKEND = '"nccl" if {torch}.cuda.is_available() else "gloo"'
 
 
 def init_process_group(ctx: Context) -> None:
+    """torchrun + torch.distributed (DDP, FSDP)."""
+    backend = BACKEND.format(torch=ctx.torch)
+    insert_setup(ctx, "torchrun", f"{ctx.dist}.init_process_group({backend})")
+
+
+def init_deepspeed(ctx: Context) -> None:
+    """The deepspeed launcher + deepspeed.init_distributed (which starts torch.distributed)."""
+    backend = BACKEND.format(torch=ctx.torch)
+    deepspeed = ctx.module_name("deepspeed")
+    insert_setup(ctx, "the deepspeed launcher", f"{deepspeed}.init_distributed(dist_backend={backend})")
+
+
+def insert_setup(ctx: Context, launcher: str, init: str) -> None:
     entry = ctx.sites.entry
     assert entry is not None
-    code = SETUP.format(os=ctx.module_name("os"), torch=ctx.torch, dist=ctx.dist, script=ctx.script)
+    code = SETUP.format(os=ctx.module_name("os"), torch=ctx.torch, init=init, launcher=launcher, script=ctx.script)
     new = statements(code)
     if entry.setup_before is not None and entry.block.body.index(entry.setup_before) == 0:
         # at the top of a block: no blank line opening it, one between setup and the user's code

@@ -48,9 +48,7 @@ def wrap_models(ctx: Context, wrap_code=ddp_wrap_code) -> None:  # type: ignore[
                    ctx.sites.backward_calls[0].node if ctx.sites.backward_calls else None)
     for site in ctx.sites.models:
         new = statements(wrap_code(ctx, site))
-        if site.data_parallel is not None:
-            ctx.plan.remove(site.data_parallel)
-            ctx.report("MIG003", f"nn.DataParallel on `{site.spelling}` removed; the distributed wrapper replaces it", site.data_parallel)
+        remove_data_parallel(ctx, site)
         if site.wrap_before is not None:
             ctx.plan.insert_before(site.wrap_before, new)
         elif site.wrap_after is not None:
@@ -61,13 +59,21 @@ def wrap_models(ctx: Context, wrap_code=ddp_wrap_code) -> None:  # type: ignore[
         unwrap_later_uses(ctx, site)
 
 
-def unwrap_later_uses(ctx: Context, site: ModelSite) -> None:
+def remove_data_parallel(ctx: Context, site: ModelSite) -> None:
+    """An existing `model = nn.DataParallel(model)` (and an `if` that only holds it) goes."""
+    if site.data_parallel is not None:
+        ctx.plan.remove(site.data_parallel)
+        ctx.report("MIG003", f"nn.DataParallel on `{site.spelling}` removed; the distributed wrapper replaces it", site.data_parallel)
+
+
+def unwrap_later_uses(ctx: Context, site: ModelSite, safe: frozenset[str] = WRAPPER_SAFE) -> None:
+    """Uses of the model after the wrap that the wrapper does not answer go through `.module`."""
     index = ctx.index
     names = aliases(index, site)
     for use in index.attributes:
         if (use.owner, use.place.scope.name) not in names or not is_after(index, use.place.stmt, site):
             continue
-        if use.node.attr.value in WRAPPER_SAFE:
+        if use.node.attr.value in safe:
             continue
         _through_module(ctx, use)
     for call in index.calls_named("torch.save"):

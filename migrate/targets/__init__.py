@@ -7,5 +7,6 @@ from migrate.targets.base import Target
 
 def targets() -> dict[str, Target]:
     from migrate.targets.ddp import DDP
+    from migrate.targets.deepspeed import DEEPSPEED
 
-    return {"ddp": DDP}
+    return {"ddp": DDP, "deepspeed": DEEPSPEED}

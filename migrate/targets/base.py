@@ -7,10 +7,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from migrate.model import Artifact, Options
-from migrate.steps.base import Step
+from migrate.model import Artifact
+from migrate.steps.base import Context, Step
 
-ArtifactMaker = Callable[[str, Options], list[Artifact]]
+ArtifactMaker = Callable[[str, Context], list[Artifact]]
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import os
 
-from migrate.model import Artifact, Options
+from migrate.model import Artifact
+from migrate.steps.base import Context
 from migrate.steps.distributed_sampler import distributed_sampler
 from migrate.steps.init_process_group import init_process_group, teardown
 from migrate.steps.load_map_location import load_map_location
@@ -27,12 +28,12 @@ def launch_script_path(script_path: str, target: str) -> str:
     return os.path.join(folder, f"run_{stem}_{target}.sh")
 
 
-def torchrun_launcher(script_path: str, options: Options) -> list[Artifact]:
+def torchrun_launcher(script_path: str, ctx: Context) -> list[Artifact]:
     path = launch_script_path(script_path, "ddp")
     text = render(
         "launch/torchrun.sh.j2",
         script=os.path.basename(script_path),
-        nproc=options.nproc_per_node,
+        nproc=ctx.options.nproc_per_node,
         launcher_name=os.path.basename(path),
     )
     return [Artifact(path=path, text=text, executable=True)]

@@ -43,6 +43,8 @@ def convert(sample: str, target: str, folder: Path, options: Options | None = No
     result = migrate_source(source, target, options, path=str(converted))
     assert not result.error and result.new != source, [f.message for f in result.findings]
     converted.write_text(result.new)
+    for artifact in result.artifacts:
+        Path(artifact.path).write_text(artifact.text)
     return original, converted
 
 
@@ -71,6 +73,19 @@ def run_torchrun(script: Path, nproc: int, args: list[str], save: Path) -> Run:
     env = environment()
     command = [
         str(BIN / "torchrun"), "--standalone", f"--nproc_per_node={nproc}", str(script), *args, "--save", str(save),
+    ]
+    return _finish(subprocess.run(command, cwd=script.parent, env=env, capture_output=True, text=True, timeout=TIMEOUT_S), save)
+
+
+def run_deepspeed(script: Path, nproc: int, args: list[str], save: Path) -> Run:
+    """The real `deepspeed` launcher; on CPU its accelerator is forced to the CPU (gloo)."""
+    env = environment()
+    if not os.environ.get("MIGRATE_TEST_CUDA"):
+        env.pop("CUDA_VISIBLE_DEVICES", None)
+        env["DS_ACCELERATOR"] = "cpu"
+    command = [
+        str(BIN / "deepspeed"), "--num_gpus", str(nproc), "--master_port", env["MASTER_PORT"],
+        str(script), *args, "--save", str(save),
     ]
     return _finish(subprocess.run(command, cwd=script.parent, env=env, capture_output=True, text=True, timeout=TIMEOUT_S), save)
 
@@ -107,5 +122,6 @@ def assert_loads_strictly(checkpoint: dict[str, torch.Tensor], original: dict[st
 
 
 def log_lines(text: str) -> list[str]:
-    """The script's own output lines (torchrun adds none to stdout)."""
-    return [line for line in text.splitlines() if line.strip()]
+    """The script's own output lines: not the launchers' (torchrun writes none to stdout;
+    DeepSpeed's logger lines start with a bracketed time stamp)."""
+    return [line for line in text.splitlines() if line.strip() and not line.startswith("[")]

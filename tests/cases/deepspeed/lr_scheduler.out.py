@@ -1,0 +1,80 @@
+import argparse
+import json
+import os
+
+import torch
+import torch.nn as nn
+from torch.utils.data import DataLoader, TensorDataset
+import deepspeed
+from torch.utils.data.distributed import DistributedSampler
+import torch.distributed as dist
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--epochs", type=int, default=10)
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--max-lr", type=float, default=1e-2)
+    parser.add_argument("--local_rank", "--local-rank", type=int, default=-1, help="set by the deepspeed launcher")
+    args = parser.parse_args()
+
+    # the deepspeed launcher sets these; plain `python train.py` runs as a single process
+    if "LOCAL_RANK" not in os.environ:
+        os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT="29500")
+    local_rank = int(os.environ["LOCAL_RANK"])
+    if torch.cuda.is_available():
+        torch.cuda.set_device(local_rank)
+    deepspeed.init_distributed(dist_backend="nccl" if torch.cuda.is_available() else "gloo")
+
+    device = torch.device(f"cuda:{local_rank}" if torch.cuda.is_available() else "cpu")
+
+    x = torch.randn(8192, 48)
+    y = (x[:, :3].sum(dim=1) > 0).long()
+    train_dataset = TensorDataset(x, y)
+    train_loader = DataLoader(train_dataset, batch_size=args.batch_size, sampler=DistributedSampler(train_dataset, shuffle=True))
+
+    model = nn.Sequential(nn.Linear(48, 128), nn.ReLU(), nn.Linear(128, 2)).to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=args.max_lr, momentum=0.9, nesterov=True)
+
+    # one-cycle schedule, stepped after every optimizer step
+    scheduler = torch.optim.lr_scheduler.OneCycleLR(
+        optimizer,
+        max_lr=args.max_lr,
+        epochs=args.epochs,
+        steps_per_epoch=len(train_loader),
+    )
+
+    # DeepSpeed reads its settings from ds_config.json; the values this script computes itself
+    # overwrite the file's, so the two never disagree
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "ds_config.json")) as config_file:
+        ds_config = json.load(config_file)
+    ds_config["train_micro_batch_size_per_gpu"] = args.batch_size
+    model, optimizer, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, config=ds_config)
+    criterion = nn.CrossEntropyLoss()
+
+    for epoch in range(args.epochs):
+        train_loader.sampler.set_epoch(epoch)
+        model.train()
+        for step, (inputs, labels) in enumerate(train_loader):
+            inputs, labels = inputs.to(device), labels.to(device)
+
+            loss = criterion(model(inputs), labels)
+            model.backward(loss)
+            model.step()
+            scheduler.step()
+
+            if step % 50 == 0 and dist.get_rank() == 0:
+                print(f"epoch {epoch} step {step} loss {loss.item():.4f} lr {scheduler.get_last_lr()[0]:.6f}")
+
+        if dist.get_rank() == 0:
+            print(f"end of epoch {epoch}, lr = {scheduler.get_last_lr()}")
+
+    with deepspeed.zero.GatheredParameters(list(model.module.parameters())):  # ZeRO-3 shards the weights: every rank gathers
+        model_state = {name: tensor.detach().cpu().clone() for name, tensor in model.module.state_dict().items()}
+    if dist.get_rank() == 0:
+        torch.save(model_state, "model_onecycle.pt")
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

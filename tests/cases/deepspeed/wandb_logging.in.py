@@ -1,0 +1,53 @@
+import argparse
+
+import torch
+import torch.nn as nn
+import wandb
+from torch.utils.data import DataLoader, TensorDataset
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--epochs", type=int, default=10)
+    parser.add_argument("--batch_size", type=int, default=128)
+    parser.add_argument("--lr", type=float, default=3e-4)
+    parser.add_argument("--hidden", type=int, default=256)
+    args = parser.parse_args()
+
+    wandb.init(project="toy-regression", config=vars(args))
+
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+    # synthetic data: y = sin(x0) + cos(x1) + noise
+    x = torch.rand(20000, 2) * 6 - 3
+    y = (torch.sin(x[:, 0]) + torch.cos(x[:, 1])).unsqueeze(1) + 0.05 * torch.randn(20000, 1)
+    loader = DataLoader(TensorDataset(x, y), batch_size=args.batch_size, shuffle=True)
+
+    model = nn.Sequential(
+        nn.Linear(2, args.hidden), nn.Tanh(),
+        nn.Linear(args.hidden, args.hidden), nn.Tanh(),
+        nn.Linear(args.hidden, 1),
+    ).to(device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
+
+    step = 0
+    for epoch in range(args.epochs):
+        for xb, yb in loader:
+            xb, yb = xb.to(device), yb.to(device)
+            loss = nn.functional.mse_loss(model(xb), yb)
+
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+
+            wandb.log({"loss": loss.item(), "epoch": epoch}, step=step)
+            step += 1
+
+        print(f"epoch {epoch} done, last loss {loss.item():.5f}")
+
+    torch.save(model.state_dict(), "regressor.pt")
+    wandb.finish()
+
+
+if __name__ == "__main__":
+    main()

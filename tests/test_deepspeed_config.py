@@ -1,0 +1,93 @@
+"""The DeepSpeed target's generated files: configs DeepSpeed itself accepts, batch arithmetic
+that holds, options refused where DeepSpeed would refuse them, a launcher per topology."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from migrate import Options, migrate_source
+
+CASES = Path(__file__).parent / "cases" / "deepspeed"
+CONFIGS = sorted(CASES.glob("*.ds_config.json"))
+MAIN_CASE = CASES / "main_function.in.py"
+
+
+@pytest.mark.parametrize("config_path", CONFIGS, ids=lambda p: p.name)
+def test_deepspeed_parses_every_golden_config(config_path: Path) -> None:
+    from deepspeed.runtime.config import DeepSpeedConfig
+
+    values = json.loads(config_path.read_text())
+    config = DeepSpeedConfig(values)  # one process: world size 1
+    assert config.train_micro_batch_size_per_gpu == values["train_micro_batch_size_per_gpu"]
+    assert config.gradient_accumulation_steps == values["gradient_accumulation_steps"]
+    assert config.train_batch_size == config.train_micro_batch_size_per_gpu * config.gradient_accumulation_steps
+    assert config.zero_optimization_stage == values["zero_optimization"]["stage"]
+    assert config.gradient_clipping == values["gradient_clipping"]
+    assert "auto" not in config_path.read_text()
+
+
+def test_values_come_from_the_script() -> None:
+    source = (Path(__file__).parents[1] / "samples" / "amp_accum" / "train.py").read_text()
+    result = migrate_source(source, "deepspeed", Options(zero=1))
+    config = json.loads(next(a.text for a in result.artifacts if a.path.endswith("ds_config.json")))
+    assert config["train_micro_batch_size_per_gpu"] == 16  # argparse default of --batch-size
+    assert config["gradient_accumulation_steps"] == 2  # --accum-steps
+    assert config["gradient_clipping"] == 1.0  # --max-grad-norm
+    assert config["fp16"]["enabled"] is True  # the script's GradScaler
+    for line in ('ds_config["train_micro_batch_size_per_gpu"] = args.batch_size',
+                 'ds_config["gradient_accumulation_steps"] = args.accum_steps',
+                 'ds_config["gradient_clipping"] = args.max_grad_norm',
+                 'ds_config["fp16"]["enabled"] = use_amp'):
+        assert line in result.new
+    assert "clip_grad_norm_(" not in result.new and "GradScaler(" not in result.new and "autocast(" not in result.new
+
+
+def test_no_clipping_in_the_script_means_none_in_the_config() -> None:
+    result = migrate_source(MAIN_CASE.read_text(), "deepspeed")
+    config = json.loads(next(a.text for a in result.artifacts if a.path.endswith("ds_config.json")))
+    assert config["gradient_clipping"] == 0.0  # DeepSpeed's default (1.0) would silently clip
+
+
+def migrate(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "migrate", *args], cwd=cwd, capture_output=True, text=True)
+
+
+@pytest.mark.parametrize("options, message", [
+    (["--zero", "2", "--offload-param", "cpu"], "needs ZeRO stage 3"),
+    (["--zero", "0", "--offload-optimizer", "cpu"], "needs ZeRO stage 1, 2 or 3"),
+    (["--zero", "4"], "--zero"),
+    (["--bf16", "--fp16"], "choose one"),
+    (["--hosts", "node1:8,$(reboot)"], "HOST:GPUS"),
+])
+def test_impossible_options_are_refused(tmp_path: Path, options: list[str], message: str) -> None:
+    shutil.copy(MAIN_CASE, tmp_path / "train.py")
+    result = migrate("to-deepspeed", *options, "train.py", cwd=tmp_path)
+    assert result.returncode == 2
+    assert message in result.stderr
+
+
+def test_several_nodes_get_a_hostfile_and_a_multi_node_launcher(tmp_path: Path) -> None:
+    shutil.copy(MAIN_CASE, tmp_path / "train.py")
+    result = migrate("to-deepspeed", "--write", "--hosts", "node1:8,node2:4", "--config-out", "conf/ds.json", "train.py", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "hostfile").read_text() == "node1 slots=8\nnode2 slots=4\n"
+    launcher = (tmp_path / "run_train_deepspeed.sh").read_text()
+    assert "--num_nodes 2" in launcher and "MASTER_ADDR:-node1" in launcher and "conf/ds.json" in launcher
+    assert json.loads((tmp_path / "conf" / "ds.json").read_text())["zero_optimization"]["stage"] == 2
+    assert '"conf/ds.json"' in (tmp_path / "train.py").read_text()
+    subprocess.run(["bash", "-n", str(tmp_path / "run_train_deepspeed.sh")], check=True)
+
+
+def test_the_launcher_accepts_local_rank(tmp_path: Path) -> None:
+    """The deepspeed launcher appends --local_rank=N: the converted parser must take it."""
+    result = migrate_source(MAIN_CASE.read_text(), "deepspeed")
+    parser_code = result.new[result.new.index("parser = argparse"): result.new.index("args = parser.parse_args()")]
+    namespace: dict[str, object] = {}
+    exec("import argparse\n" + parser_code.replace("\n    ", "\n").strip() + "\nargs = parser.parse_args(['--local_rank=1'])", namespace)
+    assert namespace["args"].local_rank == 1  # type: ignore[attr-defined]
