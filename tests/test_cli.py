@@ -171,12 +171,13 @@ def test_options_change_the_output(project: Path, option: str, expected: str) ->
     assert expected in result.stdout
 
 
-def test_samples_convert_once(tmp_path: Path) -> None:
+@pytest.mark.parametrize("command", ["to-ddp", "to-deepspeed"])
+def test_samples_convert_once(tmp_path: Path, command: str) -> None:
     for sample in sorted((ROOT / "samples").glob("*/train.py")):
         target = tmp_path / sample.parent.name
         target.mkdir()
         shutil.copy(sample, target / "train.py")
-        first = migrate("to-ddp", "--write", "train.py", cwd=target)
+        first = migrate(command, "--write", "train.py", cwd=target)
         assert first.returncode == 0, first.stderr
-        again = migrate("to-ddp", "--check", "train.py", cwd=target)
+        again = migrate(command, "--check", "train.py", cwd=target)
         assert again.returncode == 0, f"{sample}: second run would change the file"
