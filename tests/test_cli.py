@@ -181,3 +181,11 @@ def test_samples_convert_once(tmp_path: Path, command: str) -> None:
         assert first.returncode == 0, first.stderr
         again = migrate(command, "--check", "train.py", cwd=target)
         assert again.returncode == 0, f"{sample}: second run would change the file"
+
+
+def test_a_model_driven_through_a_custom_method_is_left_unchanged(tmp_path: Path) -> None:
+    shutil.copy(ROOT / "tests" / "cases" / "ddp" / "custom_method.in.py", tmp_path / "train.py")
+    for command in ("to-ddp", "to-deepspeed"):
+        result = migrate(command, "train.py", cwd=tmp_path)
+        assert result.returncode == 0 and result.stdout == ""
+        assert "MIG104 `agent` is trained through `agent.get_value(...)`" in result.stderr

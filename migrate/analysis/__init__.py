@@ -8,7 +8,7 @@ from migrate.analysis.devices import device_bindings
 from migrate.analysis.entry import find_entry
 from migrate.analysis.index import ScriptIndex, build_index, spell
 from migrate.analysis.loaders import find_epoch_loops, find_loaders, step_loops, training_loader_names
-from migrate.analysis.models import find_models
+from migrate.analysis.models import find_models, forward_spellings, origin
 from migrate.analysis.sites import Accumulation, ModelSite, TrainingSites
 from migrate.analysis.training import backward_calls, calls_in, contains, training_scopes
 
@@ -111,8 +111,6 @@ def _forwards(stmt: cst.BaseStatement, models: set[str], index: ScriptIndex) -> 
 
 def _forward_aliases(models: set[str], index: ScriptIndex) -> dict[str, str]:
     """Spellings a model is called by inside functions (parameters named otherwise) -> its site name."""
-    from migrate.analysis.models import forward_spellings, origin
-
     aliases = {name: name for name in models}
     for spelling, scope in forward_spellings(index, {s.name for s in index.functions.values()} | {"<module>"}).items():
         home, _scope = origin(index, spelling, scope)

@@ -18,13 +18,14 @@ import os
 import libcst as cst
 
 from migrate.analysis.index import read_names, spell
+from migrate.analysis.loaders import training_loader_names
 from migrate.analysis.models import aliases, is_after, top_statement
 from migrate.analysis.optimizers import OptimizerSide, accumulation_factor, optimizer_side
 from migrate.analysis.sites import ModelSite
 from migrate.analysis.training import argument, contains
 from migrate.analysis.values import literal_value
 from migrate.steps.base import Context, statements
-from migrate.steps.wrap_model import WRAPPER_SAFE, remove_data_parallel, unwrap_later_uses
+from migrate.steps.wrap_model import WRAPPER_SAFE, remove_data_parallel, report_unwrapped_model, unwrap_later_uses
 
 ENGINE_SAFE = WRAPPER_SAFE | {"backward", "step", "save_checkpoint", "load_checkpoint", "state_dict"}
 CONFIG_NAME = "ds_config.json"
@@ -74,7 +75,7 @@ def _engine_site(ctx: Context) -> EngineSite | None:
             ctx.report("MIG113", f"{len(sites.models)} models are trained ({names}); one DeepSpeed engine per model and "
                        "optimizer is not converted automatically; the file is left unchanged", first)
         else:
-            ctx.report("MIG104", "no model is called in the training loop that this file builds; left unchanged", first)
+            report_unwrapped_model(ctx)
         return None
     site = sites.models[0]
     side = optimizer_side(sites)
@@ -210,8 +211,6 @@ def _precision(ctx: Context, side: OptimizerSide) -> tuple[str, cst.BaseExpressi
 
 def _visible_loaders(ctx: Context, engine: EngineSite) -> list[str]:
     """Training loader spellings that exist where the engine is created."""
-    from migrate.analysis.loaders import training_loader_names
-
     names = training_loader_names(ctx.index, ctx.sites.step_loops)
     names |= {site.spelling for site in ctx.sites.loaders if site.spelling}
     return sorted(n for n in names if _visible(ctx, cst.parse_expression(n), engine))

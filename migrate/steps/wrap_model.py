@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from migrate.analysis.index import AttributeUse
+from migrate.analysis.index import AttributeUse, spell
+from migrate.analysis.training import calls_in
 from migrate.analysis.models import aliases, is_after
 from migrate.analysis.sites import ModelSite
 from migrate.steps.base import Context, expression, statements
@@ -44,8 +45,9 @@ def ddp_wrap_code(ctx: Context, site: ModelSite) -> str:
 def wrap_models(ctx: Context, wrap_code=ddp_wrap_code) -> None:  # type: ignore[no-untyped-def]
     """Insert the wrapper for every model site and send later uses through `.module`."""
     if not ctx.sites.models:
-        ctx.report("MIG104", "no model is called in the training loop that this file builds; wrap it by hand",
-                   ctx.sites.backward_calls[0].node if ctx.sites.backward_calls else None)
+        report_unwrapped_model(ctx)
+        ctx.refused = True
+        return
     for site in ctx.sites.models:
         new = statements(wrap_code(ctx, site))
         remove_data_parallel(ctx, site)
@@ -57,6 +59,24 @@ def wrap_models(ctx: Context, wrap_code=ddp_wrap_code) -> None:  # type: ignore[
             ctx.report("MIG107", "SyncBatchNorm conversion runs only when CUDA is available (gloo on CPU cannot run it)",
                        site.wrap_after or site.wrap_before)
         unwrap_later_uses(ctx, site)
+
+
+def report_unwrapped_model(ctx: Context) -> None:
+    """MIG104, naming the method the model is driven through when that is the reason."""
+    node = ctx.sites.backward_calls[0].node if ctx.sites.backward_calls else None
+    owners = {
+        spell(call.func.value)
+        for optimizer in ctx.sites.optimizers
+        for call in calls_in(optimizer.node)
+        if isinstance(call.func, cst.Attribute) and call.func.attr.value in ("parameters", "named_parameters")
+    }
+    for use in ctx.index.attributes:
+        if use.owner in owners and use.called and use.node.attr.value not in WRAPPER_SAFE and use.place.scope.name in ctx.sites.training_scopes:
+            ctx.report("MIG104", f"`{use.owner}` is trained through `{use.owner}.{use.node.attr.value}(...)`, not its forward(): "
+                       "a wrapper only sees forward(); route the training computation through forward(); "
+                       "the file is left unchanged", use.node)
+            return
+    ctx.report("MIG104", "no model is called in the training loop that this file builds; the file is left unchanged", node)
 
 
 def remove_data_parallel(ctx: Context, site: ModelSite) -> None:

@@ -1,0 +1,39 @@
+import os
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data.distributed import DistributedSampler
+
+def infinite(loader):
+    while True:
+        for batch in loader:
+            yield batch
+
+def main():
+    # torchrun sets these; plain `python train.py` runs as a single process
+    if "LOCAL_RANK" not in os.environ:
+        os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT="29500")
+    local_rank = int(os.environ["LOCAL_RANK"])
+    if torch.cuda.is_available():
+        torch.cuda.set_device(local_rank)
+    dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+
+    ds = TensorDataset(torch.randn(64, 3), torch.randn(64, 1))
+    loader = DataLoader(ds, batch_size=8, sampler=DistributedSampler(ds, shuffle=True))
+    model = torch.nn.Linear(3, 1)
+    model = DDP(model, device_ids=[local_rank] if torch.cuda.is_available() else None)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    batches = infinite(loader)
+    for it in range(100):
+        x, y = next(batches)
+        loss = ((model(x) - y) ** 2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    if dist.get_rank() == 0:
+        torch.save(model.module.state_dict(), "m.pt")
+    dist.destroy_process_group()
+
+if __name__ == "__main__":
+    main()
