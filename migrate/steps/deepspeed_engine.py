@@ -266,6 +266,8 @@ def _gather_state_dicts(ctx: Context, engine: EngineSite) -> None:
 def _warn_optimizer_state(ctx: Context, engine: EngineSite) -> None:
     """DeepSpeed's optimizer state is sharded per rank from ZeRO-1 on: a saved
     `optimizer.state_dict()` resumes only the same setup; its own checkpoints are the way."""
+    if ctx.options.zero == 0:
+        return  # stage 0 keeps the torch optimizer itself
     for use in ctx.index.attributes:
         if use.owner == engine.optimizer and use.node.attr.value in ("state_dict", "load_state_dict") and use.called:
             ctx.report("MIG118", f"`{engine.optimizer}.{use.node.attr.value}()` is per-rank optimizer state under ZeRO; "

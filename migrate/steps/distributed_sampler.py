@@ -23,24 +23,29 @@ def distributed_sampler(ctx: Context) -> None:
         ctx.report(
             "MIG101",
             "the training loop is not fed by a DataLoader; give each rank its own shard by hand, "
-            f"e.g. indices[{ctx.dist}.get_rank()::{ctx.dist}.get_world_size()]",
+            "e.g. indices[dist.get_rank()::dist.get_world_size()]",
             node,
         )
         return
-    for site in sites.loaders:
-        _shard(ctx, site)
-    _set_epochs(ctx)
+    sharded = {site.spelling for site in sites.loaders if _shard(ctx, site)}
+    if sharded:
+        _set_epochs(ctx, all_sharded=len(sharded) == len(sites.loaders), sharded=sharded)
 
 
-def _shard(ctx: Context, site: LoaderSite) -> None:
+def _shard(ctx: Context, site: LoaderSite) -> bool:
+    """Give the loader a DistributedSampler; False when it cannot take one (reported)."""
     call = site.call.node
     if argument(call, "sampler", 3) is not None or argument(call, "batch_sampler", 4) is not None:
         ctx.report("MIG102", "this DataLoader has its own sampler, kept as is: every rank will read all of it; "
                    "shard it by rank (e.g. wrap its indices in a DistributedSampler)", call)
-        return
+        return False
     dataset = argument(call, "dataset", 0)
     if dataset is None:
-        return
+        return False
+    if _is_iterable_dataset(ctx, dataset.value):
+        ctx.report("MIG111", "this DataLoader reads an IterableDataset, which takes no sampler: make its __iter__ "
+                   "yield only every torch.distributed.get_world_size()-th item, starting at torch.distributed.get_rank()", call)
+        return False
     dataset_code = ctx.code(dataset.value)
     if spell(dataset.value) is None:
         dataset_code = _bind_dataset(ctx, site, dataset)
@@ -65,6 +70,21 @@ def _shard(ctx: Context, site: LoaderSite) -> None:
         return rewritten if shuffle is not None else with_keyword(rewritten, "sampler", new_sampler)
 
     ctx.plan.replace(call, rewrite)
+    return True
+
+
+def _is_iterable_dataset(ctx: Context, value: cst.BaseExpression) -> bool:
+    """Built by a class of this file that derives from IterableDataset (directly or via a name)."""
+    index = ctx.index
+    if spell(value) is not None:
+        bound = [b.value for b in index.bindings if b.target == spell(value)]
+        value = bound[-1] if bound and bound[-1] is not None else value
+    if not isinstance(value, cst.Call):
+        return False
+    cls = index.classes.get(spell(value.func) or "")
+    return cls is not None and any(
+        (index.qualify(base.value) or "").endswith("IterableDataset") for base in cls.bases
+    )
 
 
 def _bind_dataset(ctx: Context, site: LoaderSite, dataset: cst.Arg) -> str:
@@ -78,13 +98,16 @@ def _bind_dataset(ctx: Context, site: LoaderSite, dataset: cst.Arg) -> str:
     return name
 
 
-def _set_epochs(ctx: Context) -> None:
+def _set_epochs(ctx: Context, all_sharded: bool, sharded: set[str | None]) -> None:
+    """`loader.sampler.set_epoch(epoch)` first thing in each epoch, for sharded loaders only."""
     sites = ctx.sites
     if not sites.epoch_loops:
         ctx.report("MIG103", "no `for epoch in ...` loop found around the training loader; call "
                    "loader.sampler.set_epoch(epoch) at the start of each epoch, or every epoch reuses one shuffle",
                    sites.step_loops[0].node if sites.step_loops else None)
     for epoch in sites.epoch_loops:
+        if not all_sharded and epoch.loader not in sharded:
+            continue
         loop = epoch.loop.node
         assert isinstance(loop, cst.For) and isinstance(loop.body, cst.IndentedBlock)
         first = loop.body.body[0]

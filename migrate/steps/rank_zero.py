@@ -12,7 +12,7 @@ from __future__ import annotations
 import libcst as cst
 
 from migrate.analysis.index import CallSite, ScriptIndex, spell
-from migrate.analysis.training import calls_in, contains
+from migrate.analysis.training import BUILTIN_NAMES, calls_in, contains
 from migrate.steps.base import Context, expression, statements, with_keyword
 
 LOG_METHODS = frozenset({"debug", "info", "warning", "warn", "log"})
@@ -63,7 +63,20 @@ def _sink_kind(index: ScriptIndex, call: CallSite, loggers: set[str], writers: s
         return "write"
     if name in SAVES or name.endswith(".savefig"):
         return "write"
+    if _is_foreign_saver(index, name):
+        return "foreign"
     return None
+
+
+def _is_foreign_saver(index: ScriptIndex, name: str) -> bool:
+    """`save_checkpoint(...)` from another module of the user's (imported, or via `import *`)."""
+    last = name.rsplit(".", 1)[-1].lower()
+    if not any(word in last for word in ("save", "checkpoint")) or name in index.functions:
+        return False
+    head = name.split(".")[0]
+    if head in ("torch", "self") or head in BUILTIN_NAMES or "." in name and head in {b.target for b in index.bindings}:
+        return False
+    return not name.startswith(("numpy.", "json.", "pickle.", "os.", "shutil."))
 
 
 def _guard_statement(ctx: Context, call: CallSite, kind: str) -> None:
@@ -75,6 +88,9 @@ def _guard_statement(ctx: Context, call: CallSite, kind: str) -> None:
             _compute_then_print(ctx, call)
         return
     ctx.plan.guard(stmt, ctx.rank_zero_test())
+    if kind == "foreign":
+        ctx.report("MIG106", f"`{ctx.code(call.node.func)}(...)` comes from another module: it now runs on rank 0 only, "
+                   "assuming it just writes files; if it runs collectives, call it on every rank", call.node)
 
 
 def _is_own_statement(stmt: cst.BaseStatement, call: cst.Call) -> bool:

@@ -17,6 +17,7 @@ from migrate.steps.local_rank_device import local_rank_device
 from migrate.steps.no_sync import no_sync
 from migrate.steps.rank_zero import rank_zero
 from migrate.steps.scale_lr import scale_lr
+from migrate.steps.scheduler_checks import plateau_metric
 from migrate.steps.wrap_model import wrap_models
 from migrate.targets.base import Target
 from migrate.templating import render
@@ -49,6 +50,7 @@ DDP = Target(
         distributed_sampler,
         no_sync,
         rank_zero,
+        plateau_metric,
         load_map_location,
         scale_lr,
         teardown,

@@ -20,6 +20,7 @@ from migrate.steps.load_map_location import load_map_location
 from migrate.steps.local_rank_argument import local_rank_argument
 from migrate.steps.local_rank_device import local_rank_device
 from migrate.steps.rank_zero import rank_zero
+from migrate.steps.scheduler_checks import plateau_metric
 from migrate.targets.base import Target
 from migrate.targets.ddp import launch_script_path
 from migrate.templating import render
@@ -93,6 +94,7 @@ DEEPSPEED = Target(
         engine_calls,
         distributed_sampler,
         rank_zero,
+        plateau_metric,
         load_map_location,
         teardown,
     ),

@@ -1,0 +1,54 @@
+"""Language-model pretraining on a token stream that is too large to index."""
+import os
+import torch
+import torch.nn as nn
+from torch.utils.data import DataLoader, IterableDataset
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+BLOCK = 32
+VOCAB = 256
+
+
+class TokenStream(IterableDataset):
+    def __init__(self, num_blocks):
+        self.num_blocks = num_blocks
+
+    def __iter__(self):
+        generator = torch.Generator().manual_seed(0)
+        for _ in range(self.num_blocks):
+            tokens = torch.randint(0, VOCAB, (BLOCK + 1,), generator=generator)
+            yield tokens[:-1], tokens[1:]
+
+
+def main():
+    # torchrun sets these; plain `python train.py` runs as a single process
+    if "LOCAL_RANK" not in os.environ:
+        os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT="29500")
+    local_rank = int(os.environ["LOCAL_RANK"])
+    if torch.cuda.is_available():
+        torch.cuda.set_device(local_rank)
+    dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+
+    device = torch.device(f"cuda:{local_rank}" if torch.cuda.is_available() else "cpu")
+    stream = TokenStream(num_blocks=10_000)
+    loader = DataLoader(stream, batch_size=16)
+    model = nn.Sequential(nn.Embedding(VOCAB, 64), nn.Linear(64, VOCAB)).to(device)
+    model = DDP(model, device_ids=[local_rank] if torch.cuda.is_available() else None)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    for step, (inputs, targets) in enumerate(loader):
+        inputs, targets = inputs.to(device), targets.to(device)
+        logits = model(inputs)
+        loss = nn.functional.cross_entropy(logits.view(-1, VOCAB), targets.view(-1))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        if step % 100 == 0 and dist.get_rank() == 0:
+            print(f"step {step} loss {loss.item():.3f}")
+    if dist.get_rank() == 0:
+        torch.save(model.module.state_dict(), "lm.pt")
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
