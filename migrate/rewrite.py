@@ -79,8 +79,7 @@ class EditPlan:
 
     def add_import(self, line: str) -> None:
         """Schedule `import x` / `from x import y` once; the standard library goes with its kind."""
-        statement = cst.parse_statement(line + "\n")
-        assert isinstance(statement, cst.SimpleStatementLine)
+        statement = _parsed_line(line)
         root = line.split()[1].split(".")[0]
         group = self.stdlib_imports if root in sys.stdlib_module_names else self.module_imports
         if line not in self.import_lines:
@@ -218,6 +217,13 @@ class _Applier(cst.CSTTransformer):
 
     def _guard_of(self, stmt: cst.BaseStatement) -> str | None:
         return self.guard_tests.get(id(stmt))
+
+
+@lru_cache(maxsize=64)
+def _parsed_line(line: str) -> cst.SimpleStatementLine:
+    statement = cst.parse_statement(line + "\n")
+    assert isinstance(statement, cst.SimpleStatementLine)
+    return statement
 
 
 @lru_cache(maxsize=64)

@@ -143,6 +143,7 @@ class ScriptIndex:
     scope_of: dict[cst.BaseStatement, Scope] = field(default_factory=dict)
     import_stmts: list[cst.SimpleStatementLine] = field(default_factory=list)
     main_guard: cst.If | None = None
+    _holders: dict[cst.CSTNode, cst.BaseStatement] | None = None
 
     def qualify(self, node: cst.BaseExpression) -> str | None:
         """The dotted name of an expression with its head resolved through the imports."""
@@ -166,6 +167,15 @@ class ScriptIndex:
 
     def statement_block(self, stmt: cst.BaseStatement) -> tuple[cst.Module | cst.IndentedBlock, int]:
         return self.block_of[stmt]
+
+    def statement_holding(self, node: cst.CSTNode) -> cst.BaseStatement | None:
+        """The innermost statement around a call or attribute the index knows (None otherwise)."""
+        if isinstance(node, cst.BaseStatement):
+            return node
+        if self._holders is None:
+            self._holders = {c.node: c.place.stmt for c in self.calls}
+            self._holders.update({a.node: a.place.stmt for a in self.attributes})
+        return self._holders.get(node)
 
     def enclosing_statements(self, stmt: cst.BaseStatement) -> list[cst.BaseStatement]:
         """stmt, then each compound statement around it, innermost first."""

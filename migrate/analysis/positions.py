@@ -24,27 +24,32 @@ class Positions:
         self.starts: dict[cst.CSTNode, tuple[int, int]] = {}
         _pair_bodies(list(module.body), ast.parse(code).body, self.starts)
         self._parents: dict[cst.CSTNode, cst.CSTNode] | None = None
+        self._mapped: set[cst.CSTNode] = set()  # subtrees whose parents are known
 
-    def of(self, node: cst.CSTNode) -> tuple[int, int]:
-        """(line, column), both from 1; (0, 0) when the node is not in the module."""
+    def of(self, node: cst.CSTNode, within: cst.CSTNode | None = None) -> tuple[int, int]:
+        """(line, column), both from 1; (0, 0) when the node is not in the module.
+        `within`: a statement known to hold the node, so only that subtree is searched."""
         if node in self.starts:
             return self.starts[node]
-        parents = self._parent_map()
+        parents = self._parent_map(within)
         parent = parents.get(node)
         if parent is None:
             return (0, 0)
-        line, col = self.starts.get(_TextStart(parent)) or self.of(parent)  # type: ignore[call-overload]
+        line, col = self.starts.get(_TextStart(parent)) or self.of(parent, within)  # type: ignore[call-overload]
         siblings = list(child_nodes(parent))
         before = siblings[: siblings.index(node)]
         if before and not isinstance(parent, (cst.IfExp, cst.Module, cst.FunctionDef, cst.ClassDef)):  # fields not in text order
-            line, col = self._end_of(before[-1])
-        self.starts[node] = self._find_text(node, line, col) or self._find_text(node, *self.of(parent)) or (line, col)
+            line, col = self._end_of(before[-1], within)
+        self.starts[node] = self._find_text(node, line, col) or self._find_text(node, *self.of(parent, within)) or (line, col)
         return self.starts[node]
 
-    def _parent_map(self) -> dict[cst.CSTNode, cst.CSTNode]:
+    def _parent_map(self, within: cst.CSTNode | None) -> dict[cst.CSTNode, cst.CSTNode]:
         if self._parents is None:
             self._parents = {}
-            stack: list[cst.CSTNode] = [self.module]
+        root = within if within is not None else self.module
+        if root not in self._mapped:
+            self._mapped.add(root)
+            stack: list[cst.CSTNode] = [root]
             while stack:
                 node = stack.pop()
                 for child in child_nodes(node):
@@ -52,8 +57,8 @@ class Positions:
                     stack.append(child)
         return self._parents
 
-    def _end_of(self, node: cst.CSTNode) -> tuple[int, int]:
-        line, col = self.of(node)
+    def _end_of(self, node: cst.CSTNode, within: cst.CSTNode | None) -> tuple[int, int]:
+        line, col = self.of(node, within)
         text = self.module.code_for_node(node).strip()  # positions are of the stripped text
         rows = text.split("\n")
         if len(rows) == 1:

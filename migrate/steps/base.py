@@ -85,7 +85,7 @@ class Context:
     def position(self, node: cst.CSTNode) -> tuple[int, int]:
         if self._positions is None:
             self._positions = Positions(self.index.module, self.source)
-        return self._positions.of(node)
+        return self._positions.of(node, self.index.statement_holding(node))
 
     def code(self, node: cst.CSTNode) -> str:
         if node not in self._code:
@@ -107,12 +107,17 @@ def statement(code: str) -> cst.BaseStatement:
 
 def statements(code: str) -> list[cst.BaseStatement]:
     """Parse statements; comment lines at the top stay with the first statement."""
+    return list(_statements(code))
+
+
+@lru_cache(maxsize=256)
+def _statements(code: str) -> tuple[cst.BaseStatement, ...]:
     module = cst.parse_module(code)
     body = list(module.body)
     if body and module.header:
         header = [line.with_changes(indent=False) if line.comment is None else line for line in module.header]
         body[0] = body[0].with_changes(leading_lines=[*header, *body[0].leading_lines])
-    return body
+    return tuple(body)
 
 
 @lru_cache(maxsize=256)

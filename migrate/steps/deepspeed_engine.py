@@ -24,7 +24,7 @@ from migrate.analysis.optimizers import OptimizerSide, accumulation_factor, opti
 from migrate.analysis.sites import ModelSite
 from migrate.analysis.training import argument, contains
 from migrate.analysis.values import literal_value
-from migrate.steps.base import Context, statements
+from migrate.steps.base import Context, expression, statements
 from migrate.steps.wrap_model import WRAPPER_SAFE, remove_data_parallel, report_unwrapped_model, unwrap_later_uses
 
 ENGINE_SAFE = WRAPPER_SAFE | {"backward", "step", "save_checkpoint", "load_checkpoint", "state_dict"}
@@ -213,7 +213,7 @@ def _visible_loaders(ctx: Context, engine: EngineSite) -> list[str]:
     """Training loader spellings that exist where the engine is created."""
     names = training_loader_names(ctx.index, ctx.sites.step_loops)
     names |= {site.spelling for site in ctx.sites.loaders if site.spelling}
-    return sorted(n for n in names if _visible(ctx, cst.parse_expression(n), engine))
+    return sorted(n for n in names if _visible(ctx, expression(n), engine))
 
 
 def _visible(ctx: Context, expression: cst.BaseExpression, engine: EngineSite) -> bool:
