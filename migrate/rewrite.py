@@ -86,10 +86,6 @@ class EditPlan:
             self.import_lines.add(line)
             group.append(statement)
 
-    @property
-    def empty(self) -> bool:
-        return not (self.replacements or self.before or self.after or self.removed or self.spliced or self.guarded or self.wraps)
-
     # -- applying -----------------------------------------------------------------------------
     def apply(self, imports: Sequence[cst.BaseStatement], is_stdlib: Callable[[cst.BaseStatement], bool]) -> cst.Module:
         """The rewritten module. New standard-library imports go after the script's last one

@@ -34,7 +34,7 @@ def analyze(module: cst.Module) -> TrainingSites:
     sites.models = find_models(index, sites.training_scopes, training_names)
     sites.optimizers = [c for c in index.calls if _is_optimizer(c.name)]
     sites.step_loops = step_loops(index, sites.training_scopes, {c.place.scope.name for c in sites.backward_calls})
-    sites.loaders, sites.other_loaders = find_loaders(index, training_loader_names(index, sites.step_loops))
+    sites.loaders = find_loaders(index, training_loader_names(index, sites.step_loops))
     sites.epoch_loops = find_epoch_loops(index, sites.step_loops)
     sites.device_bindings = device_bindings(index)
     sites.accumulations = _accumulations(sites)

@@ -159,15 +159,6 @@ class ScriptIndex:
     def calls_named(self, *names: str) -> list[CallSite]:
         return [c for c in self.calls if c.name in names]
 
-    def calls_ending(self, *suffixes: str) -> list[CallSite]:
-        return [c for c in self.calls if c.name and c.name.rsplit(".", 1)[-1] in suffixes]
-
-    def uses_module(self, prefix: str) -> bool:
-        return any(q == prefix or q.startswith(prefix + ".") for q in self.imports.values())
-
-    def statement_block(self, stmt: cst.BaseStatement) -> tuple[cst.Module | cst.IndentedBlock, int]:
-        return self.block_of[stmt]
-
     def statement_holding(self, node: cst.CSTNode) -> cst.BaseStatement | None:
         """The innermost statement around a call or attribute the index knows (None otherwise)."""
         if isinstance(node, cst.BaseStatement):

@@ -111,11 +111,10 @@ def _constructor_sources(index: ScriptIndex, scope: Scope, attribute: str) -> se
     return sources
 
 
-def find_loaders(index: ScriptIndex, training_names: set[str]) -> tuple[list[LoaderSite], list[CallSite]]:
-    """Split DataLoader calls into training loaders (to shard) and the others (left alone)."""
+def find_loaders(index: ScriptIndex, training_names: set[str]) -> list[LoaderSite]:
+    """The DataLoader calls that feed training (to shard); evaluation loaders are left alone."""
     calls = data_loader_calls(index)
     training: list[LoaderSite] = []
-    others: list[CallSite] = []
     for call in calls:
         names = _bound_names(index, call)
         spelling = names[0] if names else None
@@ -125,9 +124,7 @@ def find_loaders(index: ScriptIndex, training_names: set[str]) -> tuple[list[Loa
         )
         if is_training:
             training.append(LoaderSite(call=call, spelling=spelling))
-        else:
-            others.append(call)
-    return training, others
+    return training
 
 
 def _bound_names(index: ScriptIndex, call: CallSite) -> list[str]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from migrate.analysis.index import Binding, Scope, ScriptIndex, names_in, spell
+from migrate.analysis.index import Binding, Scope, ScriptIndex, spell
 from migrate.analysis.sites import ModelSite
 from migrate.analysis.training import caller_arguments, calls_in, contains, is_local_callable
 
@@ -138,7 +138,6 @@ def _site(index: ScriptIndex, spelling: str, binding: Binding, training_calls: s
         wrap_after=wrap_after,
         wrap_before=wrap_before,
         data_parallel=data_parallel,
-        wrap_line=block.body.index(wrap_before or wrap_after),  # type: ignore[arg-type]
     )
 
 
@@ -202,12 +201,6 @@ def _sets_up(stmt: cst.BaseStatement, spelling: str) -> bool:
 
     return contains(stmt, is_setup)
 
-
-def model_names(sites: list[ModelSite]) -> set[str]:
-    return {site.spelling for site in sites}
-
-
-__all__ = ["find_models", "forward_spellings", "home_binding", "model_names", "names_in", "origin", "top_statement"]
 
 
 def aliases(index: ScriptIndex, site: ModelSite) -> set[tuple[str, str]]:

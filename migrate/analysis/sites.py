@@ -33,7 +33,6 @@ class ModelSite:
     wrap_after: cst.BaseStatement | None  # the wrapper statement goes after this one...
     wrap_before: cst.BaseStatement | None  # ...or before this one (a torch.compile of it)
     data_parallel: cst.BaseStatement | None  # an existing nn.DataParallel statement to replace
-    wrap_line: int  # line of the statement the wrap is anchored to (for ordering uses)
 
 
 @dataclass(eq=False)
@@ -69,7 +68,6 @@ class TrainingSites:
     models: list[ModelSite] = field(default_factory=list)
     optimizers: list[CallSite] = field(default_factory=list)
     loaders: list[LoaderSite] = field(default_factory=list)
-    other_loaders: list[CallSite] = field(default_factory=list)  # evaluation loaders, left alone
     epoch_loops: list[EpochLoop] = field(default_factory=list)
     step_loops: list[Loop] = field(default_factory=list)
     accumulations: list[Accumulation] = field(default_factory=list)

@@ -90,7 +90,7 @@ def _engine_site(ctx: Context) -> EngineSite | None:
         if stmt is not None:
             later = max(position, block.body.index(stmt), _last_scheduler(ctx, optimizer, block))
             anchor = block.body[later]
-            moved = dataclasses.replace(site, wrap_after=anchor, wrap_before=None, wrap_line=later)
+            moved = dataclasses.replace(site, wrap_after=anchor, wrap_before=None)
             return EngineSite(model=moved, optimizer=optimizer, anchor=anchor, side=side)
     ctx.report("MIG114", f"the optimizer stepped in training is not built beside `{site.spelling}`; "
                "pass it to deepspeed.initialize by hand; the file is left unchanged", first)
