@@ -32,10 +32,12 @@ pytestmark = pytest.mark.slow
 PER_PROCESS_BATCH = 8
 EPOCHS = ["--epochs", "2"]
 # BatchNorm normalises each process's batch with that batch's own statistics: B samples on each
-# of 2 ranks instead of 2B in one process. The weights then differ slightly, so for such samples
-# the final training loss must agree within this relative tolerance (measured: see README).
+# of 2 ranks instead of 2B in one process, so the weights differ slightly and such samples are
+# held to their final training loss instead. Measured for cnn_classifier (2 epochs, B=8 x 2 vs
+# 16): 0.3633 vs 0.3638 at the end (0.14%), 1.9% after the first epoch; 5% leaves room for that
+# first-epoch gap without letting a real error (a missing sampler, no gradient sync) through.
 BATCHNORM_SAMPLES = {"cnn_classifier"}
-LOSS_RTOL = 0.10
+LOSS_RTOL = 0.05
 
 
 def final_train_loss(output: str) -> float:
