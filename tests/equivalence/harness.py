@@ -81,8 +81,7 @@ def run_deepspeed(script: Path, nproc: int, args: list[str], save: Path) -> Run:
     """The real `deepspeed` launcher; on CPU its accelerator is forced to the CPU (gloo)."""
     env = environment()
     if not os.environ.get("MIGRATE_TEST_CUDA"):
-        env.pop("CUDA_VISIBLE_DEVICES", None)
-        env["DS_ACCELERATOR"] = "cpu"
+        env["DS_ACCELERATOR"] = "cpu"  # GPUs are hidden (environment()): DeepSpeed must not look for one
     command = [
         str(BIN / "deepspeed"), "--num_gpus", str(nproc), "--master_port", env["MASTER_PORT"],
         str(script), *args, "--save", str(save),
