@@ -14,8 +14,12 @@ import pytest
 from migrate import Options, migrate_source
 
 CASES = Path(__file__).parent / "cases" / "deepspeed"
-CONFIGS = sorted(CASES.glob("*.ds_config.json"))
+CONFIGS = sorted(CASES.glob("*.ds_config.json")) + sorted(CASES.glob("configs/*.ds_config.json"))
 MAIN_CASE = CASES / "main_function.in.py"
+# One script under each ZeRO stage / offload / precision choice: configs/<name>.options.json holds
+# the Options, configs/<name>.ds_config.json the reviewed config. Only the config differs: the
+# script itself must come out exactly as the main_function golden pair.
+OPTION_CASES = sorted(CASES.glob("configs/*.options.json"))
 
 
 @pytest.mark.parametrize("config_path", CONFIGS, ids=lambda p: p.name)
@@ -30,6 +34,15 @@ def test_deepspeed_parses_every_golden_config(config_path: Path) -> None:
     assert config.zero_optimization_stage == values["zero_optimization"]["stage"]
     assert config.gradient_clipping == values["gradient_clipping"]
     assert "auto" not in config_path.read_text()
+
+
+@pytest.mark.parametrize("options_path", OPTION_CASES, ids=lambda p: p.name.removesuffix(".options.json"))
+def test_each_stage_and_offload_choice_gives_its_reviewed_config(options_path: Path) -> None:
+    options = Options(**json.loads(options_path.read_text()))
+    result = migrate_source(MAIN_CASE.read_text(), "deepspeed", options, path="train.py")
+    assert result.new == (CASES / "main_function.out.py").read_text()
+    config = next(a.text for a in result.artifacts if a.path.endswith("ds_config.json"))
+    assert config == options_path.with_name(options_path.name.replace(".options.json", ".ds_config.json")).read_text()
 
 
 def test_values_come_from_the_script() -> None:

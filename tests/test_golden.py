@@ -2,9 +2,9 @@
 
 The expected outputs were read line by line as a reviewer would read the diff; when a change
 to the tool alters one, read the new diff the same way before accepting it. Each case is
-converted as `train.py`, the name the generated comments mention. A case may also have
-`<name>.options.json` (the Options it is converted with) and, for DeepSpeed,
-`<name>.ds_config.json` (the expected config).
+converted as `train.py`, the name the generated comments mention. A DeepSpeed case also has
+`<name>.ds_config.json`, the expected config (stage and offload variants of one script are in
+cases/deepspeed/configs, tested by test_deepspeed_config.py).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from migrate import Options, migrate_source
+from migrate import migrate_source
 
 CASES = Path(__file__).parent / "cases"
 PAIRS = sorted(CASES.glob("*/*.in.py"))
@@ -28,17 +28,9 @@ def sibling(source: Path, suffix: str) -> Path:
     return source.with_name(source.name.removesuffix(".in.py") + suffix)
 
 
-def options_for(source: Path) -> Options:
-    path = sibling(source, ".options.json")
-    if not path.exists():
-        return Options()
-    values = json.loads(path.read_text())
-    return Options(**{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()})
-
-
 @pytest.mark.parametrize("source", PAIRS, ids=case_id)
 def test_converts_to_the_reviewed_output(source: Path) -> None:
-    result = migrate_source(source.read_text(), source.parent.name, options_for(source), path="train.py")
+    result = migrate_source(source.read_text(), source.parent.name, path="train.py")
     assert result.new == sibling(source, ".out.py").read_text()
     expected_config = sibling(source, ".ds_config.json")
     if expected_config.exists():
@@ -49,9 +41,8 @@ def test_converts_to_the_reviewed_output(source: Path) -> None:
 
 @pytest.mark.parametrize("source", PAIRS, ids=case_id)
 def test_second_run_changes_nothing(source: Path) -> None:
-    options = options_for(source)
-    once = migrate_source(source.read_text(), source.parent.name, options, path="train.py").new
-    twice = migrate_source(once, source.parent.name, options, path="train.py")
+    once = migrate_source(source.read_text(), source.parent.name, path="train.py").new
+    twice = migrate_source(once, source.parent.name, path="train.py")
     assert twice.new == once
     compile(once, str(source), "exec")
 
