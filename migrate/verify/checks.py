@@ -1,0 +1,344 @@
+"""The checks of `migrate verify`, computed from what each rank recorded (no torch needed here).
+
+1. every rank starts and reaches N steps            (`steps`)
+2. no rank waits forever                           (`hang`)
+3. parameters identical across ranks after a step  (`parameters`)
+4. ranks train on different samples                (`data`)
+5. output and files on rank 0 only                 (`rank_zero`)
+6. checkpoints keep the original's layout          (`checkpoint`)
+
+Each check says what was seen and where (`file:line` in the converted script, with the line).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from migrate.model import Finding
+
+PASSED, FAILED, SKIPPED, EXPECTED = "passed", "failed", "skipped", "expected"
+NOT_SHARDED_CODES = {"MIG101", "MIG111"}  # the conversion already said the data is not sharded
+MAX_LISTED = 8
+
+TITLES = {
+    "steps": "every rank starts and reaches the steps",
+    "hang": "no rank waits forever",
+    "parameters": "parameters stay identical across ranks",
+    "data": "ranks train on different samples",
+    "rank_zero": "output and files on rank 0 only",
+    "checkpoint": "checkpoints keep the original's layout",
+}
+
+
+@dataclass
+class RankRecord:
+    """What one rank recorded (runner.py writes it)."""
+
+    rank: int
+    events: list[dict[str, Any]]
+    stack: str
+
+    def of(self, kind: str) -> list[dict[str, Any]]:
+        return [e for e in self.events if e["kind"] == kind]
+
+    @property
+    def end(self) -> dict[str, Any] | None:
+        ends = self.of("end")
+        return ends[-1] if ends else None
+
+    @property
+    def root(self) -> str:
+        starts = self.of("start")
+        return str(starts[0].get("root", "")) if starts else ""
+
+    @property
+    def steps(self) -> int:
+        return len(self.of("step"))
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One launch (the original as one process, or the converted script under its launcher)."""
+
+    returncode: int
+    output: str  # stdout and stderr together, the tail
+    records: dict[int, RankRecord]
+    timed_out: bool
+
+
+@dataclass
+class Check:
+    name: str
+    status: str
+    detail: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "title": TITLES.get(self.name, self.name), "status": self.status, "detail": self.detail}
+
+
+@dataclass
+class VerifyResult:
+    script: str
+    target: str
+    status: str  # passed | failed | error
+    message: str = ""
+    checks: list[Check] = field(default_factory=list)
+    findings: tuple[Finding, ...] = ()
+    steps: int = 0
+    nproc: int = 0
+
+    @classmethod
+    def cannot_run(cls, script: str, target: str, message: str, findings: tuple[Finding, ...] = ()) -> VerifyResult:
+        return cls(script=script, target=target, status="error", message=message, findings=findings)
+
+    @property
+    def exit_code(self) -> int:
+        return {"passed": 0, "failed": 1}.get(self.status, 2)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "script": self.script,
+            "target": self.target,
+            "status": self.status,
+            "message": self.message,
+            "steps": self.steps,
+            "nproc": self.nproc,
+            "checks": [c.as_dict() for c in self.checks],
+            "findings": [{"code": f.code, "severity": f.severity.value, "line": f.line, "col": f.col, "message": f.message}
+                         for f in self.findings],
+        }
+
+
+def read_records(folder: Path) -> dict[int, RankRecord]:
+    records: dict[int, RankRecord] = {}
+    for path in sorted(folder.glob("rank*.jsonl")):
+        rank = int(path.stem.removeprefix("rank"))
+        events = []
+        for line in path.read_text(errors="replace").splitlines():
+            try:
+                events.append(json.loads(line))
+            except json.JSONDecodeError:
+                break  # the rank was killed mid-line
+        stack_path = path.with_suffix(".stack")
+        stack = stack_path.read_text(errors="replace") if stack_path.exists() else ""
+        records[rank] = RankRecord(rank=rank, events=events, stack=stack)
+    return records
+
+
+class Source:
+    """Quotes lines of the converted script for the report."""
+
+    def __init__(self, name: str, text: str) -> None:
+        self.name = name
+        self.lines = text.splitlines()
+
+    def at(self, where: str | None) -> str:
+        if not where:
+            return "(outside the script)"
+        file, _, line = where.rpartition(":")
+        if file == self.name and line.isdigit() and 0 < int(line) <= len(self.lines):
+            return f"{where}: `{self.lines[int(line) - 1].strip()}`"
+        return where
+
+
+def check_all(script: str, target: str, steps: int, nproc: int, original: Launch, converted: Launch,
+              findings: tuple[Finding, ...], converted_text: str) -> VerifyResult:
+    name = Path(script).name
+    result = VerifyResult(script=script, target=target, status="passed", findings=findings, steps=steps, nproc=nproc)
+    expected, problem = expected_steps(original, steps)
+    if problem:
+        result.status, result.message = "error", problem
+        return result
+    source = Source(name, converted_text)
+    result.steps = expected
+    result.checks = [
+        check_steps(converted, nproc, expected, source),
+        check_hang(converted, nproc, source),
+        check_parameters(converted, nproc),
+        check_data(converted, nproc, findings, source),
+        check_rank_zero(converted, source),
+        check_checkpoints(original, converted, source),
+    ]
+    failed = [c for c in result.checks if c.status == FAILED]
+    result.status = "failed" if failed else "passed"
+    result.message = (f"{len(failed)} of {len(result.checks)} checks failed" if failed
+                      else f"{nproc} processes ran {expected} steps: every check passed or was not exercised")
+    return result
+
+
+def expected_steps(original: Launch, steps: int) -> tuple[int, str]:
+    """(the steps the converted run must reach, or a reason the comparison cannot run)."""
+    record = original.records.get(0)
+    end = record.end if record else None
+    if record is None or end is None:
+        reason = "it timed out" if original.timed_out else f"exit {original.returncode}"
+        return 0, f"the original script did not run to its first steps ({reason}); output:\n{tail(original.output)}"
+    if end["outcome"] == "error":
+        return 0, (f"the original script fails on its own, so the conversion cannot be judged: {end.get('error')}"
+                   f" at {end.get('where') or '?'}")
+    if record.steps == 0:
+        return 0, "the original script took no optimizer step (is the training loop behind an option?)"
+    return min(steps, record.steps), ""
+
+
+def check_steps(launch: Launch, nproc: int, expected: int, source: Source) -> Check:
+    check = Check("steps", PASSED)
+    for rank in range(nproc):
+        record = launch.records.get(rank)
+        if record is None:
+            check.detail.append(f"rank {rank} never started; launcher output:\n{tail(launch.output)}")
+            continue
+        end = record.end
+        if end is not None and end["outcome"] == "error":
+            check.detail.append(f"rank {rank} raised {end.get('error')} at {source.at(end.get('where'))}"
+                                f" after {record.steps} steps")
+        elif record.steps < expected:
+            stopped = last_user_frame(record.stack, source)
+            how = f"; it was at {stopped} when it was stopped" if stopped else ""
+            check.detail.append(f"rank {rank} reached {record.steps} of {expected} steps{how}")
+    if check.detail:
+        check.status = FAILED
+    else:
+        check.detail.append(f"{nproc} ranks reached {expected} steps")
+    return check
+
+
+def check_hang(launch: Launch, nproc: int, source: Source) -> Check:
+    check = Check("hang", PASSED)
+    for rank in range(nproc):
+        record = launch.records.get(rank)
+        if record is not None and record.stack.startswith("Timeout"):
+            check.detail.append(f"rank {rank} waited past the timeout at {last_user_frame(record.stack, source) or '?'}")
+    if launch.timed_out and not check.detail:
+        check.detail.append("the launch did not end within the timeout")
+    check.status = FAILED if check.detail else PASSED
+    return check
+
+
+def check_parameters(launch: Launch, nproc: int) -> Check:
+    records = [launch.records.get(rank) for rank in range(nproc)]
+    present = [r for r in records if r is not None and r.steps]
+    if len(present) < 2:
+        return Check("parameters", SKIPPED, ["fewer than two ranks took a step"])
+    for index in range(min(r.steps for r in present)):
+        per_rank = [r.of("step")[index]["params"] for r in present]
+        for model in per_rank[0]:
+            values = [p.get(model) for p in per_rank]
+            if "partitioned" in values:
+                return Check("parameters", SKIPPED, ["parameters are partitioned across ranks (ZeRO-3)"])
+            if len(set(values)) > 1:
+                label = model.split(":", 1)[1]
+                return Check("parameters", FAILED, [
+                    f"after step {index + 1} the parameters of {label} differ between ranks: its gradients are not"
+                    " averaged across ranks (is it wrapped, and are the others' batches the same size?)"])
+    return Check("parameters", PASSED, [f"identical on {len(present)} ranks after each of {min(r.steps for r in present)} steps"])
+
+
+def check_data(launch: Launch, nproc: int, findings: tuple[Finding, ...], source: Source) -> Check:
+    records = [launch.records.get(rank) for rank in range(nproc)]
+    present = [r for r in records if r is not None and r.of("input")]
+    if len(present) < 2:
+        return Check("data", SKIPPED, ["fewer than two ranks ran a forward"])
+    steps = min(len(r.of("input")) for r in present)
+    inputs = [[r.of("input")[i] for r in present] for i in range(steps)]
+    if all(event["digest"] is None for row in inputs for event in row):
+        return Check("data", SKIPPED, ["the model's forward received no tensor"])
+    if any(len({event["digest"] for event in row}) > 1 for row in inputs):
+        return Check("data", PASSED, [f"inputs differ across ranks in the first forward of {steps} steps"])
+    first = inputs[0][0]
+    detail = [f"the first forward of each of {steps} steps ({first['model']} at {source.at(first.get('where'))})"
+              " received identical inputs on every rank: each rank trains on the same samples"]
+    reported = [f for f in findings if f.code in NOT_SHARDED_CODES]
+    if reported:
+        detail.append("expected: the conversion reported it (" + "; ".join(f"{f.code} line {f.line}" for f in reported) + ")")
+        return Check("data", EXPECTED, detail)
+    return Check("data", FAILED, detail)
+
+
+def check_rank_zero(launch: Launch, source: Source) -> Check:
+    seen: list[str] = []
+    for rank, record in sorted(launch.records.items()):
+        if rank == 0:
+            continue
+        root = record.root
+        for event in record.events:
+            if event["kind"] in ("print", "log"):
+                seen.append(f"rank {rank} printed {event['text']!r} at {source.at(event.get('where'))}")
+            elif event["kind"] == "write":
+                path = relative(event["path"], root)
+                seen.append(f"rank {rank} wrote {path} at {source.at(event.get('where'))}")
+    if not seen:
+        return Check("rank_zero", PASSED, ["no other rank printed, logged or wrote a file"])
+    more = [f"... and {len(seen) - MAX_LISTED} more"] if len(seen) > MAX_LISTED else []
+    return Check("rank_zero", FAILED, seen[:MAX_LISTED] + more)
+
+
+def check_checkpoints(original: Launch, converted: Launch, source: Source) -> Check:
+    ours = converted.records.get(0)
+    saves = ours.of("save") if ours else []
+    if not saves:
+        return Check("checkpoint", SKIPPED, ["rank 0 saved nothing in the steps run"])
+    reference = original.records[0]
+    by_path = {relative(e["path"], reference.root): e for e in reference.of("save")}
+    model_layouts = [m["state_dict"] for m in reference.of("model")]
+    check = Check("checkpoint", PASSED)
+    for save in saves:
+        path = relative(save["path"], ours.root if ours else "")
+        where = source.at(save.get("where"))
+        if save.get("module"):
+            if save["module"].endswith("(wrapped)"):
+                check.detail.append(f"{path} pickles the wrapper around {save['module'].split()[0]} at {where}")
+            continue
+        theirs = by_path.get(path)
+        expected = [d["layout"] for d in theirs["state_dicts"]] if theirs else model_layouts
+        for state in save["state_dicts"]:
+            problem = layout_problem(state["layout"], expected)
+            if problem:
+                key = f"[{state['key']!r}]" if state["key"] else ""
+                check.detail.append(f"{path}{key} saved at {where}: {problem}")
+    if check.detail:
+        check.status = FAILED
+    else:
+        check.detail.append(f"{len(saves)} checkpoint(s) written on rank 0 match the original's state-dict layout")
+    return check
+
+
+def layout_problem(layout: dict[str, Any], expected: list[dict[str, Any]]) -> str:
+    if not expected or any(layout == e for e in expected):
+        return ""
+    stripped = {k.removeprefix("module."): v for k, v in layout.items()}
+    if any(stripped == e for e in expected) and stripped != layout:
+        return "its keys carry the wrapper's `module.` prefix; the original model cannot load it strictly"
+    if not any(set(layout) & set(e) for e in expected):
+        return ""  # not a state dict of a trained model (optimizer, scaler...): nothing to compare
+    closest = max(expected, key=lambda e: len(set(layout) & set(e)))
+    missing, extra = sorted(set(closest) - set(layout)), sorted(set(layout) - set(closest))
+    if missing or extra:
+        return f"keys differ from the original's (missing {missing[:3]}, unexpected {extra[:3]})"
+    changed = [k for k in layout if layout[k] != closest[k]]
+    return f"shapes or dtypes differ from the original's at {changed[:3]}"
+
+
+STACK_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<function>\S+)')
+
+
+def last_user_frame(stack: str, source: Source) -> str | None:
+    """The innermost frame of a dumped stack that lies in the converted script."""
+    for match in STACK_FRAME.finditer(stack):  # innermost first, thread by thread
+        if Path(match["file"]).name == source.name and "migrate" not in Path(match["file"]).parts:
+            return f"{source.at(source.name + ':' + match['line'])} (in {match['function']})"
+    return None
+
+
+def relative(path: str, root: str) -> str:
+    if root and path.startswith(root.rstrip("/") + "/"):
+        return path[len(root.rstrip("/")) + 1:]
+    return path
+
+
+def tail(text: str, lines: int = 15) -> str:
+    return "\n".join(text.strip().splitlines()[-lines:])
