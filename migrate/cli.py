@@ -150,6 +150,7 @@ def verify(
     nproc: Annotated[int, typer.Option("--nproc", min=2, metavar="N", help="Processes the converted script runs with.")] = 2,
     timeout: Annotated[float, typer.Option("--timeout", min=5, metavar="SECONDS", help="After this long a rank counts as hung; its stack is reported.")] = 180.0,
     fake_data: Annotated[bool, typer.Option("--fake-data", help="Replace torchvision datasets (MNIST, CIFAR, ImageFolder...) with small synthetic ones: offline and fast.")] = False,
+    compare: Annotated[bool, typer.Option("--compare", help="Deterministic scripts: also compare each step's loss and the final weights with the original run at nproc times its batch (shuffling turned off in both).")] = False,
     gpu: Annotated[bool, typer.Option("--gpu", help="Run on the GPUs (NCCL, one process per GPU) instead of the CPU with gloo.")] = False,
     zero: Zero = 2,
     report: Annotated[str, typer.Option("--report", metavar="FORMAT", help="text, markdown or json (on stdout).")] = "text",
@@ -175,7 +176,7 @@ def verify(
         raise typer.BadParameter(f"{target!r}: choose ddp or deepspeed", param_hint="--target")
     if report not in RENDER:
         raise typer.BadParameter(f"{report!r}: choose text, markdown or json", param_hint="--report")
-    options = VerifyOptions(target=target, steps=steps, nproc=nproc, timeout=timeout, fake_data=fake_data, gpu=gpu,
+    options = VerifyOptions(target=target, steps=steps, nproc=nproc, timeout=timeout, fake_data=fake_data, gpu=gpu, compare=compare,
                             converted=converted, script_args=tuple(script_args or ()), keep=keep,
                             options=Options(zero=zero) if target == "deepspeed" else Options())
     try:

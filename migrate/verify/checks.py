@@ -31,7 +31,10 @@ TITLES = {
     "data": "ranks train on different samples",
     "rank_zero": "output and files on rank 0 only",
     "checkpoint": "checkpoints keep the original's layout",
+    "compare": "trains like the original at nproc times the batch",
 }
+# --compare: float32 sums in another order differ by ~1e-7; these bounds leave ample margin
+WEIGHT_ATOL, WEIGHT_RTOL, LOSS_RTOL = 1e-5, 1e-4, 1e-4
 
 
 @dataclass
@@ -68,6 +71,7 @@ class Launch:
     output: str  # stdout and stderr together, the tail
     records: dict[int, RankRecord]
     timed_out: bool
+    folder: str = ""  # where the ranks wrote their records
 
 
 @dataclass
@@ -146,7 +150,7 @@ class Source:
 
 
 def check_all(script: str, target: str, steps: int, nproc: int, original: Launch, converted: Launch,
-              findings: tuple[Finding, ...], converted_text: str) -> VerifyResult:
+              findings: tuple[Finding, ...], converted_text: str, compare: bool = False) -> VerifyResult:
     name = Path(script).name
     result = VerifyResult(script=script, target=target, status="passed", findings=findings, steps=steps, nproc=nproc)
     expected, problem = expected_steps(original, steps)
@@ -163,6 +167,8 @@ def check_all(script: str, target: str, steps: int, nproc: int, original: Launch
         check_rank_zero(converted, source),
         check_checkpoints(original, converted, source),
     ]
+    if compare:
+        result.checks.append(check_compare(original, converted, nproc))
     failed = [c for c in result.checks if c.status == FAILED]
     result.status = "failed" if failed else "passed"
     result.message = (f"{len(failed)} of {len(result.checks)} checks failed" if failed
@@ -342,3 +348,52 @@ def relative(path: str, root: str) -> str:
 
 def tail(text: str, lines: int = 15) -> str:
     return "\n".join(text.strip().splitlines()[-lines:])
+
+
+def check_compare(original: Launch, converted: Launch, nproc: int) -> Check:
+    """Weights after the last step and each step's loss (mean over ranks) against the original."""
+    ours, theirs = Path(converted.folder) / "weights.pt", Path(original.folder) / "weights.pt"
+    if not ours.exists() or not theirs.exists():
+        return Check("compare", SKIPPED, ["a run did not reach its last step, so there are no weights to compare"])
+    detail = [*compare_losses(original, converted, nproc)]
+    import torch  # only here: the comparison needs the tensors themselves
+
+    expected = torch.load(theirs, map_location="cpu", weights_only=True)
+    actual = torch.load(ours, map_location="cpu", weights_only=True)
+    if not expected:
+        return Check("compare", SKIPPED, ["the original's weights are not readable here (partitioned?)"])
+    worst, failed = 0.0, []
+    for (model, state), other in zip(expected.items(), actual.values()):
+        for key, tensor in state.items():
+            if key not in other or other[key].shape != tensor.shape:
+                failed.append(f"{model.split(':', 1)[1]}.{key} is missing or has another shape")
+                continue
+            if not tensor.is_floating_point():
+                continue
+            difference = (other[key].float() - tensor.float()).abs()
+            worst = max(worst, float(difference.max()) if difference.numel() else 0.0)
+            if bool((difference > WEIGHT_ATOL + WEIGHT_RTOL * tensor.float().abs()).any()):
+                failed.append(f"{model.split(':', 1)[1]}.{key} differs by up to {float(difference.max()):.3g}")
+    detail.append(f"weights after the last step: max |difference| {worst:.3g} (tolerance {WEIGHT_ATOL:g} + {WEIGHT_RTOL:g}*|w|)")
+    loss_failed = any(line.startswith("loss differs") for line in detail)
+    if failed or loss_failed:
+        hint = ("(BatchNorm statistics, dropout and other per-rank randomness make a distributed run differ: "
+                "--compare proves equality only for scripts without them)")
+        return Check("compare", FAILED, failed[:MAX_LISTED] + detail + [hint])
+    return Check("compare", PASSED, detail)
+
+
+def compare_losses(original: Launch, converted: Launch, nproc: int) -> list[str]:
+    reference = {e["step"]: e["value"] for e in original.records[0].of("loss")}
+    per_rank = [{e["step"]: e["value"] for e in converted.records[r].of("loss")} for r in range(nproc) if r in converted.records]
+    lines = []
+    for step, value in sorted(reference.items()):
+        values = [losses[step] for losses in per_rank if step in losses]
+        if len(values) != nproc:
+            continue
+        mean = sum(values) / nproc
+        if abs(mean - value) > LOSS_RTOL * max(abs(value), 1e-8):
+            lines.append(f"loss differs at step {step}: {mean:.6g} (mean of ranks) vs {value:.6g}")
+        else:
+            lines.append(f"step {step}: loss {mean:.6g} vs {value:.6g}")
+    return lines

@@ -79,9 +79,14 @@ class Recorder:
 class Probe:
     """The hooks of one rank, and the counts they keep."""
 
-    def __init__(self, recorder: Recorder, steps: int) -> None:
+    def __init__(self, recorder: Recorder, steps: int, stop_at_next_forward: bool = False) -> None:
         self.recorder = recorder
         self.steps = steps
+        # --compare: stop at the forward after the last step, once every framework has written the
+        # stepped weights back into the model (DeepSpeed's ZeRO copies them after the base step)
+        self.stop_at_next_forward = stop_at_next_forward
+        self.stop_pending = False
+        self.loss_recorded_for = 0
         self.counts: dict[int, int] = {}  # optimizer id -> steps taken
         self.total = 0
         self.depth = 0
@@ -93,6 +98,9 @@ class Probe:
         self.depth += 1
         if self.depth != 1:
             return
+        if self.stop_pending:
+            self.depth = 0
+            raise StopVerify
         if not any(m is module for m in self.models):
             self.models.append(module)
             self.recorder.event("model", index=len(self.models) - 1, name=module_name(module),
@@ -116,7 +124,26 @@ class Probe:
         self.recorder.event("step", n=self.total, optimizer=type(optimizer).__name__,
                             params=params, where=self.recorder.user_frame())
         if min(self.counts.values()) >= self.steps or max(self.counts.values()) >= 10 * self.steps:
-            raise StopVerify
+            if not self.stop_at_next_forward:
+                raise StopVerify
+            self.stop_pending = True
+
+    def backward(self, loss: Any) -> None:
+        """The first scalar backward of each step: that step's loss on this rank."""
+        if loss.numel() == 1 and self.loss_recorded_for <= self.total:
+            self.loss_recorded_for = self.total + 1
+            self.recorder.event("loss", step=self.total + 1, value=float(loss.detach().float()))
+
+    def save_weights(self, path: Path) -> None:
+        """The state dicts of the trained top-level models, unwrapped (for --compare)."""
+        import torch
+
+        weights = {}
+        for i, model in enumerate(self.models):
+            inner = getattr(model, "module", model)
+            if isinstance(inner, torch.nn.Module) and parameter_digest(inner) not in (None, "partitioned"):
+                weights[f"{i}:{module_name(model)}"] = {k: v.detach().cpu() for k, v in inner.state_dict().items()}
+        torch.save(weights, path)
 
 
 def module_name(module: Any) -> str:
@@ -254,12 +281,44 @@ def install_save_hook(recorder: Recorder) -> None:
 
 
 def install_training_hooks(probe: Probe) -> None:
+    import torch
     from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
     from torch.optim.optimizer import register_optimizer_step_post_hook
 
     register_module_forward_pre_hook(probe.forward_pre)
     register_module_forward_hook(probe.forward_post, always_call=True)
     register_optimizer_step_post_hook(probe.step_post)
+    real_backward = torch.Tensor.backward
+
+    def backward(self: Any, *args: Any, **kwargs: Any) -> Any:
+        probe.backward(self)
+        return real_backward(self, *args, **kwargs)
+
+    torch.Tensor.backward = backward  # type: ignore[method-assign]
+
+
+def install_compare_hooks(batch_scale: int) -> None:
+    """--compare: no shuffling anywhere, and the original's batches `batch_scale` times larger, so
+    N ranks at batch B see, step by step, what the original sees at batch N*B."""
+    import torch.utils.data as data
+
+    real_loader_init = data.DataLoader.__init__
+
+    def loader_init(self: Any, dataset: Any, batch_size: Any = 1, shuffle: Any = None, *args: Any, **kwargs: Any) -> None:
+        if isinstance(batch_size, int) and kwargs.get("batch_sampler") is None:
+            batch_size *= batch_scale
+        if kwargs.get("sampler") is None and not isinstance(dataset, data.IterableDataset):
+            shuffle = False
+        real_loader_init(self, dataset, batch_size, shuffle, *args, **kwargs)
+
+    data.DataLoader.__init__ = loader_init  # type: ignore[method-assign]
+    real_sampler_init = data.distributed.DistributedSampler.__init__
+
+    def sampler_init(self: Any, *args: Any, **kwargs: Any) -> None:
+        real_sampler_init(self, *args, **kwargs)
+        self.shuffle = False
+
+    data.distributed.DistributedSampler.__init__ = sampler_init  # type: ignore[method-assign]
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -269,6 +328,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--timeout", type=float, default=120.0)
     parser.add_argument("--fake-data", action="store_true")
+    parser.add_argument("--compare-batch-scale", type=int, default=0, help="--compare: batch multiplier (0: off)")
     # the deepspeed launcher puts this right after the module name; it belongs to the script
     parser.add_argument("--local_rank", "--local-rank", dest="local_rank", default=None)
     parser.add_argument("script")
@@ -285,8 +345,11 @@ def main(argv: list[str] | None = None) -> None:
     faulthandler.register(signal.SIGTERM, file=stacks, all_threads=True, chain=True)
     recorder = Recorder(options.record, rank, options.root)
     recorder.event("start", rank=rank, root=recorder.root, world_size=int(os.environ.get("WORLD_SIZE", "1")), pid=os.getpid())
-    probe = Probe(recorder, options.steps)
+    compare = options.compare_batch_scale > 0
+    probe = Probe(recorder, options.steps, stop_at_next_forward=compare)
     install_training_hooks(probe)
+    if compare:
+        install_compare_hooks(options.compare_batch_scale)
     install_save_hook(recorder)
     if options.fake_data:
         from migrate.verify.fake_data import install_fake_datasets
@@ -317,6 +380,8 @@ def main(argv: list[str] | None = None) -> None:
         recorder.event("end", outcome="error", steps=probe.total, error=text[-MAX_TEXT * 3:], where=where)
         traceback.print_exc()
         status = 1
+    if compare and rank == 0 and status == 0:
+        probe.save_weights(options.record / "weights.pt")
     faulthandler.cancel_dump_traceback_later()
     sys.stdout.flush()
     sys.stderr.flush()

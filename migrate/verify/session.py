@@ -33,6 +33,7 @@ class VerifyOptions:
     timeout: float = 120.0
     fake_data: bool = False
     gpu: bool = False
+    compare: bool = False  # also compare losses and weights with the original at nproc times its batch
     converted: str | None = None  # an already converted script to check instead of converting
     script_args: tuple[str, ...] = ()
     options: Options = field(default_factory=Options)
@@ -67,7 +68,7 @@ def verify(script: str, options: VerifyOptions) -> VerifyResult:
         original = launch_original(original_dir / name, work / "records" / "original", options)
         converted = launch_converted(converted_dir / name, work / "records" / "converted", options)
         return check_all(script, options.target, options.steps, options.nproc, original, converted,
-                         conversion.findings, conversion.new)
+                         conversion.findings, conversion.new, compare=options.compare)
     finally:
         if not options.keep:
             shutil.rmtree(work, ignore_errors=True)
@@ -98,16 +99,18 @@ def environment(options: VerifyOptions, folder: Path) -> dict[str, str]:
     return env
 
 
-def runner_arguments(script: Path, record: Path, options: VerifyOptions) -> list[str]:
+def runner_arguments(script: Path, record: Path, options: VerifyOptions, batch_scale: int = 1) -> list[str]:
     arguments = ["--record", str(record), "--root", str(script.parent), "--steps", str(options.steps),
                  "--timeout", str(options.timeout)]
     if options.fake_data:
         arguments.append("--fake-data")
+    if options.compare:
+        arguments += ["--compare-batch-scale", str(batch_scale)]
     return [*arguments, str(script), *options.script_args]
 
 
 def launch_original(script: Path, record: Path, options: VerifyOptions) -> Launch:
-    command = [sys.executable, "-m", "migrate.verify.runner", *runner_arguments(script, record, options)]
+    command = [sys.executable, "-m", "migrate.verify.runner", *runner_arguments(script, record, options, options.nproc)]
     return run(command, script.parent, record, options)
 
 
@@ -135,7 +138,7 @@ def run(command: list[str], cwd: Path, record: Path, options: VerifyOptions) -> 
         timed_out = True
         os.killpg(process.pid, signal.SIGKILL)
         output, _ = process.communicate()
-    return Launch(process.returncode, output[-20000:], read_records(record), timed_out)
+    return Launch(process.returncode, output[-20000:], read_records(record), timed_out, str(record))
 
 
 def free_port() -> int:

@@ -139,3 +139,26 @@ def test_an_original_that_fails_on_its_own_is_not_blamed_on_the_conversion(tmp_p
     assert code == 2
     assert report["status"] == "error"
     assert "original script" in report["message"]
+
+
+SAMPLE = Path(__file__).parents[2] / "samples" / "mlp_regression" / "train.py"
+
+
+@pytest.mark.parametrize("target", ["ddp", "deepspeed"])
+def test_compare_finds_a_sample_trains_like_the_original(tmp_path: Path, target: str) -> None:
+    """2 ranks at batch 16 against the original at 32, shuffling off: each step's loss and the weights."""
+    shutil.copy(SAMPLE, tmp_path / "train.py")
+    command = [sys.executable, "-m", "migrate", "verify", "--report", "json", "--compare", "--target", target,
+               str(tmp_path / "train.py"), "--", "--epochs", "1"]
+    process = subprocess.run(command, capture_output=True, text=True, timeout=400)
+    report = json.loads(process.stdout)
+    assert process.returncode == 0, json.dumps(report, indent=1)
+    assert statuses(report)["compare"] == "passed"
+    assert "step 3: loss" in detail(report, "compare")
+
+
+def test_compare_says_why_a_batchnorm_model_differs(tmp_path: Path) -> None:
+    code, report = verify(tmp_path, HAND_CONVERTED, "--compare")
+    assert code == 1
+    assert statuses(report)["compare"] == "failed"
+    assert "BatchNorm statistics" in detail(report, "compare")
