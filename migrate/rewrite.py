@@ -89,7 +89,10 @@ class EditPlan:
     # -- applying -----------------------------------------------------------------------------
     def apply(self, imports: Sequence[cst.BaseStatement], is_stdlib: Callable[[cst.BaseStatement], bool]) -> cst.Module:
         """The rewritten module. New standard-library imports go after the script's last one
-        (or before its first import), the others after its last import."""
+        (or before its first import), the others after its last import, counting only the
+        imports of the top block: a late import above `if __name__ == "__main__":` is no place
+        for names that module-level code above it may already use."""
+        imports = top_block_imports(self.module, imports)
         stdlib = [s for s in imports if is_stdlib(s)]
         self.stdlib_imports.sort(key=lambda s: self.module.code_for_node(s))
         if self.stdlib_imports:
@@ -254,3 +257,12 @@ def _merge_guards(
         merged.append(guard)
         position = end + 1
     return merged
+
+
+def top_block_imports(module: cst.Module, imports: Sequence[cst.BaseStatement]) -> list[cst.BaseStatement]:
+    """The imports that come before the module's first compound statement (def, class, if, for...)."""
+    first_compound = next((i for i, stmt in enumerate(module.body) if isinstance(stmt, cst.BaseCompoundStatement)),
+                          len(module.body))
+    leading = set(map(id, module.body[:first_compound]))
+    top = [stmt for stmt in imports if id(stmt) in leading]
+    return top or list(imports[:1])

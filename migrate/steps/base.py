@@ -79,7 +79,10 @@ class Context:
 
     # -- findings ----------------------------------------------------------------------------
     def report(self, code: str, message: str, node: cst.CSTNode | None = None) -> None:
-        line, col = self.position(node) if node is not None else (0, 0)
+        """A finding at `node`; without one, at the first backward call (never at 0:0)."""
+        if node is None and self.sites.backward_calls:
+            node = self.sites.backward_calls[0].node
+        line, col = self.position(node) if node is not None else (1, 1)
         self.findings.append(finding(code, message, line, col))
 
     def position(self, node: cst.CSTNode) -> tuple[int, int]:
