@@ -19,6 +19,9 @@ from migrate.model import FileResult, InputError, Options
 
 # A file without these words cannot be a training loop: skip it before parsing.
 PREFILTER_WORDS = ("backward",)
+# Findings that describe a change to the file (setup placed, a wrapper replaced): dropped when a
+# later step refuses the file, which is then left exactly as it was.
+ONLY_WHEN_CONVERTED = frozenset({"MIG003", "MIG107", "MIG108"})
 
 
 def read_source(path: str) -> tuple[str, str]:
@@ -70,12 +73,15 @@ def migrate_source(code: str, target: str, options: Options | None = None, path:
     if sites.already is not None:
         verb = "already uses" if sites.already in spec.already else "uses"
         return _skipped(path, code, "MIG001", f"{verb} {sites.already}; left unchanged")
+    if sites.entry is not None and sites.entry.library:
+        return FileResult(path=path, old=code, new=code, findings=(_library_finding(sites, code),), skipped=True)
     plan = EditPlan(module=module)
     ctx = Context(sites=sites, plan=plan, options=options, source=code, script=os.path.basename(path))
     for step in spec.steps:
         step(ctx)
         if ctx.refused:
-            return FileResult(path=path, old=code, new=code, findings=tuple(ctx.findings), skipped=True)
+            kept = tuple(f for f in ctx.findings if f.code not in ONLY_WHEN_CONVERTED)
+            return FileResult(path=path, old=code, new=code, findings=kept, skipped=True)
     new_code = plan.apply(sites.index.import_stmts, _imports_stdlib).code
     findings = tuple(sorted(ctx.findings, key=lambda f: (f.line, f.col, f.code)))
     try:
@@ -84,6 +90,27 @@ def migrate_source(code: str, target: str, options: Options | None = None, path:
         message = f"internal error: the rewrite did not compile ({error.msg}, line {error.lineno}); file left untouched"
         return FileResult(path=path, old=code, new=code, findings=(finding("MIG901", message),), error=True)
     return FileResult(path=path, old=code, new=new_code, findings=findings, artifacts=tuple(spec.artifacts(path, ctx)))
+
+
+def _library_finding(sites, code: str):  # type: ignore[no-untyped-def]
+    """MIG119 for a module that only defines functions and classes: which ones train, and where."""
+    from migrate.analysis.positions import Positions
+
+    trainers: list[str] = []
+    for call in sites.backward_calls:
+        name = call.place.scope.name
+        if name not in trainers:
+            trainers.append(name)
+    first = sites.index.functions[trainers[0]].node if trainers and trainers[0] in sites.index.functions else None
+    line, col = Positions(sites.index.module, code).of(first) if first is not None else (1, 1)
+    named = ", ".join(f"`{name}()`" for name in trainers[:3]) + (", ..." if len(trainers) > 3 else "")
+    message = (
+        f"no entry point: this file only defines functions and classes ({named} runs backward) and has no "
+        '`if __name__ == "__main__":` block or top-level code that trains, so it is a module other code imports; '
+        "setting up (and tearing down) a process group on import would break the caller. Left unchanged: "
+        "convert the script that calls it"
+    )
+    return finding("MIG119", message, line, col)
 
 
 def _check_syntax(code: str, path: str) -> None:

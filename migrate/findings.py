@@ -31,6 +31,8 @@ CODES: dict[str, tuple[Severity, str]] = {
     "MIG116": (Severity.WARNING, "a value of the script cannot be read where the engine is created: the config fixes it"),
     "MIG117": (Severity.WARNING, "backward or the optimizer step runs where the engine is not reachable: call it there by hand"),
     "MIG118": (Severity.WARNING, "optimizer state is sharded per rank: resume with the engine's own checkpoints"),
+    "MIG119": (Severity.WARNING, "no entry point: the file only defines functions and classes (a library module); left unchanged"),
+    "MIG120": (Severity.WARNING, "every rank touches the same file or directory and the conversion could not make it safe: do it on one rank"),
     "MIG901": (Severity.ERROR, "internal error: the rewritten file did not compile; the file is left untouched"),
 }
 

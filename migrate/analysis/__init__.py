@@ -19,7 +19,10 @@ DISTRIBUTED_MARKERS = {
     "torch.distributed.fsdp.FullyShardedDataParallel": "FSDP",
     "deepspeed.initialize": "DeepSpeed",
     "horovod.torch.init": "Horovod",
+    "accelerate.Accelerator": "Accelerate",
 }
+# torch.distributed's own data helpers are what a conversion adds, not a sign of one
+NOT_A_DISTRIBUTED_LAYER = ("torch.utils.data.distributed", "torch.distributed")
 
 
 def analyze(module: cst.Module) -> TrainingSites:
@@ -34,14 +37,14 @@ def analyze(module: cst.Module) -> TrainingSites:
     sites.models = find_models(index, sites.training_scopes, training_names)
     sites.optimizers = [c for c in index.calls if _is_optimizer(c.name)]
     sites.step_loops = step_loops(index, sites.training_scopes, {c.place.scope.name for c in sites.backward_calls})
-    sites.loaders = find_loaders(index, training_loader_names(index, sites.step_loops))
+    sites.loaders = find_loaders(index, training_loader_names(index, sites.step_loops), sites.step_loops)
     sites.epoch_loops = find_epoch_loops(index, sites.step_loops)
     sites.device_bindings = device_bindings(index)
     sites.accumulations = _accumulations(sites)
     must_follow = [b.place.stmt for b in sites.device_bindings] + [
         site.call.place.stmt for site in sites.loaders
     ] + [_model_statement(site) for site in sites.models]
-    sites.entry = find_entry(index, [s for s in must_follow if s is not None])
+    sites.entry = find_entry(index, [s for s in must_follow if s is not None], sites.training_scopes)
     return sites
 
 
@@ -53,6 +56,22 @@ def _already_distributed(index: ScriptIndex) -> str | None:
     for call in index.calls:
         if call.name in DISTRIBUTED_MARKERS:
             return DISTRIBUTED_MARKERS[call.name]
+    for call in index.calls:
+        layer = _own_distributed_layer(call.name)
+        if layer:
+            return f"a distributed layer of its own (`{layer}`)"
+    return None
+
+
+def _own_distributed_layer(name: str | None) -> str | None:
+    """`dalle_pytorch.distributed_utils.set_backend_from_args` -> `dalle_pytorch.distributed_utils`:
+    a project module named for distributed training that the script calls into."""
+    if not name or name.startswith(NOT_A_DISTRIBUTED_LAYER) or name.startswith(("deepspeed.", "horovod.")):
+        return None
+    parts = name.split(".")
+    for i, part in enumerate(parts[:-1]):
+        if "distributed" in part.lower():
+            return ".".join(parts[: i + 1])
     return None
 
 

@@ -1,35 +1,48 @@
 """Finds the entry point: where process-group setup runs once, first, and teardown runs last.
 
 Order of preference: right after `args = parser.parse_args()` in the `__main__` block; else the
-function that block calls (after its own parse_args, or at its top); else top-level code after
-parse_args or before the first statement that does work. Setup never comes after the statement
-that first builds the device, the model or a loader in that block.
+training function that block calls (after its own parse_args, or at its top); else the block
+itself; else top-level code after parse_args or before the first statement that does work.
+Setup never comes after the statement that first builds the device, the model or a loader in that
+block. "parse_args" includes a helper of this file that returns it (`args = get_args()`), so
+`python train.py --help` never starts a process group.
+
+A file with no `__main__` block and no top-level code that trains is a library module: setting a
+process group up (and tearing it down) when it is imported would be wrong, so it is refused.
+
+`runs_in_process_group` answers, for any statement, whether it runs between setup and teardown:
+rank checks and barriers are only valid there.
 """
 
 from __future__ import annotations
 
 import libcst as cst
 
-from migrate.analysis.index import Scope, ScriptIndex, spell
+from migrate.analysis.index import Scope, ScriptIndex, descendants, spell
 from migrate.analysis.sites import Entry
-from migrate.analysis.training import calls_in
+from migrate.analysis.training import callee_scope, calls_in, contains
 
 WORK_CALLS = ("torch.device", "torch.manual_seed", "torch.utils.data.DataLoader")
 
 
-def find_entry(index: ScriptIndex, must_follow: list[cst.BaseStatement]) -> Entry:
-    """`must_follow`: statements (anywhere) that need setup to have run: device, model, loaders."""
+def find_entry(index: ScriptIndex, must_follow: list[cst.BaseStatement], training: set[str] | None = None) -> Entry:
+    """`must_follow`: statements (anywhere) that need setup to have run: device, model, loaders.
+    `training`: the names of the scopes that run backward or call those."""
+    training = training or set()
     guard = index.main_guard
     module_scope = Scope(node=index.module, name="<module>")
     if guard is not None and isinstance(guard.body, cst.IndentedBlock):
         if _parse_args_statement(index, guard.body) is not None:
             return _entry_in(index, module_scope, guard.body, must_follow)
-        called = _called_function(index, guard.body)
+        called = _training_function(index, guard.body, training, must_follow)
         if called is not None and isinstance(called.node, cst.FunctionDef) and isinstance(called.node.body, cst.IndentedBlock):
             return _entry_in(index, called, called.node.body, must_follow)
-        if _module_does_work(index):
+        if _module_does_work(index) and not _block_trains(index, guard.body, training, must_follow):
             return _entry_in(index, module_scope, index.module, must_follow)
         return _entry_in(index, module_scope, guard.body, must_follow)
+    if not _module_does_work(index) and not _block_trains(index, index.module, training, must_follow):
+        return Entry(scope=module_scope, block=index.module, setup_before=None, teardown_after=None,
+                     found=False, library=True)
     return _entry_in(index, module_scope, index.module, must_follow, found=_module_does_work(index))
 
 
@@ -71,20 +84,71 @@ def _last_runnable(index: ScriptIndex, body: list[cst.BaseStatement]) -> cst.Bas
 
 
 def _parse_args_statement(index: ScriptIndex, block: cst.Module | cst.IndentedBlock) -> cst.BaseStatement | None:
+    """The statement that parses the command line: `args = parser.parse_args()`, or a call of a
+    helper of this file that does (`args = get_args()`)."""
     for stmt in block.body:
-        for call in calls_in(stmt) if isinstance(stmt, cst.SimpleStatementLine) else ():
-            if isinstance(call.func, cst.Attribute) and call.func.attr.value in ("parse_args", "parse_known_args"):
+        if not isinstance(stmt, cst.SimpleStatementLine):
+            continue
+        for call in calls_in(stmt):
+            if _is_parse_args(call):
+                return stmt
+            helper = index.functions.get(spell(call.func) or "")
+            if helper is not None and _returns_parsed_args(index, helper):
                 return stmt
     return None
 
 
-def _called_function(index: ScriptIndex, block: cst.IndentedBlock) -> Scope | None:
+def _returns_parsed_args(index: ScriptIndex, helper: Scope) -> bool:
+    """`def get_args(): ...; return parser.parse_args()` (or returns the name bound to it)."""
+    parsed = {b.target for b in index.bindings if b.place.scope is helper and isinstance(b.value, cst.Call) and _is_parse_args(b.value)}
+    for node in descendants(helper.node):
+        if isinstance(node, cst.Return) and node.value is not None:
+            if any(_is_parse_args(c) for c in calls_in(node.value)):
+                return True
+            if contains(node.value, lambda n: isinstance(n, cst.Name) and n.value in parsed):
+                return True
+    return False
+
+
+def _is_parse_args(call: cst.Call) -> bool:
+    return isinstance(call.func, cst.Attribute) and call.func.attr.value.startswith(("parse_args", "parse_known_args"))
+
+
+def _training_function(
+    index: ScriptIndex, block: cst.IndentedBlock, training: set[str], must_follow: list[cst.BaseStatement]
+) -> Scope | None:
+    """The one function of this file the `__main__` block calls to train (not the first helper it
+    calls: `get_args()` or `set_seed()` would put setup in the wrong place). None when the block
+    does the work itself, or calls several functions that do."""
+    found: list[Scope] = []
     for stmt in block.body:
-        for call in calls_in(stmt):
-            name = spell(call.func)
-            if name in index.functions:
-                return index.functions[name]
-    return None
+        callees = [index.functions[spell(c.func) or ""] for c in calls_in(stmt) if (spell(c.func) or "") in index.functions]
+        relevant = [f for f in callees if f.name in training or _holds(f.node, must_follow)]
+        if relevant:
+            found.extend(f for f in relevant if f not in found)
+        elif any(_holds(stmt, [m]) for m in must_follow):
+            return None
+    return found[0] if len(found) == 1 else None
+
+
+def _block_trains(
+    index: ScriptIndex, block: cst.Module | cst.IndentedBlock, training: set[str], must_follow: list[cst.BaseStatement]
+) -> bool:
+    """Whether code at this level (not inside a def or class) builds what training needs or calls
+    a function that trains."""
+    for stmt in block.body:
+        if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)) or stmt is index.main_guard:
+            continue
+        if _holds(stmt, must_follow):
+            return True
+        if any((spell(c.func) or "") in training for c in calls_in(stmt)):
+            return True
+    return False
+
+
+def _holds(node: cst.CSTNode, statements: list[cst.BaseStatement]) -> bool:
+    wanted = set(statements)
+    return bool(wanted) and contains(node, lambda n: n in wanted)
 
 
 def _module_does_work(index: ScriptIndex) -> bool:
@@ -124,3 +188,49 @@ def _is_docstring(stmt: cst.BaseStatement) -> bool:
         and isinstance(stmt.body[0], cst.Expr)
         and isinstance(stmt.body[0].value, (cst.SimpleString, cst.ConcatenatedString))
     )
+
+
+def runs_in_process_group(index: ScriptIndex, entry: Entry | None, stmt: cst.BaseStatement, _seen: frozenset[str] = frozenset()) -> bool:
+    """Whether `stmt` runs after setup and before teardown, as far as this file tells.
+
+    In the entry block, by position; in a function, when every call of it found in this file does
+    (a function called from nowhere visible, a method or callback, is assumed to run in training);
+    module-level code outside the entry block runs at import, before setup, or after teardown.
+    """
+    if entry is None or entry.library:
+        return False
+    block = entry.block
+    for ancestor in index.enclosing_statements(stmt):
+        if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef)) and ancestor is not stmt:
+            break
+        located = index.block_of.get(ancestor)
+        if located is not None and located[0] is block:
+            return _within_span(entry, located[1])
+    scope = index.scope_of.get(stmt)
+    if scope is None or scope.is_module:
+        return False
+    if scope.name in _seen:
+        return True
+    if id(scope.node) not in entry.spans:
+        calls = [c for c in index.calls if _calls_scope(index, c, scope)]
+        entry.spans[id(scope.node)] = all(
+            runs_in_process_group(index, entry, c.place.stmt, _seen | {scope.name}) for c in calls
+        )
+    return entry.spans[id(scope.node)]
+
+
+def _within_span(entry: Entry, position: int) -> bool:
+    body = list(entry.block.body)
+    start = body.index(entry.setup_before) if entry.setup_before is not None else len(body)
+    if entry.teardown_after is None or entry.teardown_after not in body:
+        return position >= start
+    end = body.index(entry.teardown_after) - (1 if entry.teardown_before_return is not None else 0)
+    return start <= position <= end
+
+
+def _calls_scope(index: ScriptIndex, call, scope: Scope) -> bool:  # type: ignore[no-untyped-def]
+    if callee_scope(index, call) is scope:
+        return True
+    if scope.class_name and scope.name.endswith(".__init__"):
+        return spell(call.node.func) == scope.class_name
+    return False

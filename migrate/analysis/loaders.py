@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from migrate.analysis.index import CallSite, Loop, Scope, ScriptIndex, spell
+from migrate.analysis.index import Binding, CallSite, Loop, Scope, ScriptIndex, descendants, spell
 from migrate.analysis.sites import EpochLoop, LoaderSite
 from migrate.analysis.training import BUILTIN_NAMES, callee_scope, caller_arguments, contains
 
@@ -57,7 +57,10 @@ def _is_backward(call: CallSite) -> bool:
 
 
 def loader_spelling(index: ScriptIndex, loop: Loop) -> str | None:
-    """What a step loop iterates, seen through enumerate/tqdm/zip and `pbar = tqdm(loader)`."""
+    """What a step loop iterates, seen through enumerate/tqdm/zip and `pbar = tqdm(loader)`;
+    None for a count (`range(args.steps)`): its names are bounds, not data."""
+    if _counts(index, loop):
+        return None
     candidates = [n for n in loop.iter_names if _is_value_name(index, n)]
     if not candidates:
         return None
@@ -72,31 +75,133 @@ def loader_spelling(index: ScriptIndex, loop: Loop) -> str | None:
     return name
 
 
+COUNTERS = ("range", "tqdm.trange", "tqdm.auto.trange", "tqdm.tqdm.trange", "itertools.count")
+
+
+def _counts(index: ScriptIndex, loop: Loop) -> bool:
+    """`for step in range(n)` / `enumerate(range(n))` / `tqdm(range(n))`: the loop counts steps."""
+    node = loop.node
+    if not isinstance(node, cst.For):
+        return False
+    value = node.iter
+    while isinstance(value, cst.Call):
+        qualified = index.qualify(value.func) or ""
+        if qualified in COUNTERS or qualified.endswith(".trange"):
+            return True
+        positional = [a for a in value.args if a.keyword is None]
+        if qualified not in ("enumerate",) and not qualified.endswith("tqdm") or not positional:
+            return False
+        value = positional[0].value
+    return False
+
+
 def _is_value_name(index: ScriptIndex, name: str) -> bool:
     head = name.split(".")[0]
     if head == "self":
         return True
-    return head not in index.imports and head not in BUILTIN_NAMES and head not in index.functions
+    return head not in index.imports and head not in BUILTIN_NAMES and head not in index.functions and head not in index.classes
 
 
 def training_loader_names(index: ScriptIndex, loops: list[Loop]) -> set[str]:
-    """Every spelling a training loader goes by: in the step loop's scope and in its callers."""
+    """Every spelling a training loader goes by: in the step loop's scope and in its callers, also
+    when the loop draws batches with `next()` from `iter(loader)`, `cycle(loader)` or a generator
+    of this file that loops over the loader (`infinite(loader)`)."""
     names: set[str] = set()
+    starts: list[tuple[str, Scope]] = []
     for loop in loops:
         name = loader_spelling(index, loop)
-        if name is None:
-            continue
-        names.add(name)
-        scope = loop.place.scope
-        for _ in range(4):
-            callers = caller_arguments(index, scope, name)
-            if not callers:
-                break
-            name, scope, _call = callers[0]
-            names.add(name)
-        if name.startswith("self."):
-            names |= _constructor_sources(index, scope, name)
+        if name is not None:
+            starts.append((name, loop.place.scope))
+        starts.extend(_drawn_with_next(index, loop))
+    for name, scope in starts:
+        for source, source_scope in [(name, scope), *_iterator_sources(index, name, scope)]:
+            names |= _through_callers(index, source, source_scope)
     return names
+
+
+def _through_callers(index: ScriptIndex, name: str, scope: Scope) -> set[str]:
+    names = {name}
+    for _ in range(4):
+        callers = caller_arguments(index, scope, name)
+        if not callers:
+            break
+        name, scope, _call = callers[0]
+        names.add(name)
+        names |= {source for source, _scope in _iterator_sources(index, name, scope)}
+    if name.startswith("self."):
+        names |= _constructor_sources(index, scope, name)
+    return names
+
+
+NEXT_METHODS = ("next", "__next__")
+ITERATOR_WRAPPERS = ("iter", "itertools.cycle")
+
+
+def _drawn_with_next(index: ScriptIndex, loop: Loop) -> list[tuple[str, Scope]]:
+    """`x, y = next(batches)` in the loop body, or in a function of this file the body calls."""
+    callees = {id(c.node) for c in (callee_scope(index, call) for call in index.calls if loop.node in call.place.loops) if c}
+    found: list[tuple[str, Scope]] = []
+    for call in index.calls:
+        if loop.node in call.place.loops or id(call.place.scope.node) in callees:
+            drawn = _next_target(call.node)
+            if drawn is not None and not _evaluates(index, call, drawn):
+                found.append((drawn, call.place.scope))
+    return found
+
+
+def _evaluates(index: ScriptIndex, call: CallSite, drawn: str) -> bool:
+    """A batch drawn for evaluation: under `torch.no_grad()` / `inference_mode()`, or from an
+    iterator named like one (`next(val_iter)`)."""
+    if any(word in drawn.lower() for word in EVALUATION_WORDS):
+        return True
+    for stmt in index.enclosing_statements(call.place.stmt):
+        if isinstance(stmt, cst.With) and any(
+            isinstance(item.item, cst.Call) and (index.qualify(item.item.func) or "").endswith(("no_grad", "inference_mode"))
+            for item in stmt.items
+        ):
+            return True
+    return False
+
+
+def _next_target(call: cst.Call) -> str | None:
+    """`next(it)` / `it.next()` / `it.__next__()` -> "it"."""
+    if isinstance(call.func, cst.Name) and call.func.value == "next" and call.args:
+        return spell(call.args[0].value)
+    if isinstance(call.func, cst.Attribute) and call.func.attr.value in NEXT_METHODS and not call.args:
+        return spell(call.func.value)
+    return None
+
+
+def _iterator_sources(index: ScriptIndex, name: str, scope: Scope) -> list[tuple[str, Scope]]:
+    """What an iterator is made from: `it = iter(loader)`, `cycle(loader)`, `infinite(loader)`."""
+    found: list[tuple[str, Scope]] = []
+    for binding in index.bindings:
+        if binding.target != name or not isinstance(binding.value, cst.Call):
+            continue
+        same_class = name.startswith("self.") and binding.place.scope.class_name == scope.class_name
+        if binding.place.scope is not scope and not same_class:
+            continue
+        call = binding.value
+        positional = [a for a in call.args if a.keyword is None and not a.star]
+        source = spell(positional[0].value) if positional else None
+        if source is None:
+            continue
+        helper = index.functions.get(spell(call.func) or "")
+        if (index.qualify(call.func) or "") in ITERATOR_WRAPPERS or (helper is not None and _yields_from_first_parameter(helper)):
+            found.append((source, binding.place.scope))
+    return found
+
+
+def _yields_from_first_parameter(helper: Scope) -> bool:
+    """A generator looping over its first parameter: `def infinite(loader): while True: for b in loader: yield b`."""
+    if not helper.params or not isinstance(helper.node, cst.FunctionDef):
+        return False
+    first = helper.params[0]
+    yields = contains(helper.node, lambda n: isinstance(n, cst.Yield))
+    loops_over = contains(
+        helper.node, lambda n: isinstance(n, cst.For) and contains(n.iter, lambda m: isinstance(m, cst.Name) and m.value == first)
+    )
+    return yields and loops_over
 
 
 def _constructor_sources(index: ScriptIndex, scope: Scope, attribute: str) -> set[str]:
@@ -111,39 +216,117 @@ def _constructor_sources(index: ScriptIndex, scope: Scope, attribute: str) -> se
     return sources
 
 
-def find_loaders(index: ScriptIndex, training_names: set[str]) -> list[LoaderSite]:
-    """The DataLoader calls that feed training (to shard); evaluation loaders are left alone."""
-    calls = data_loader_calls(index)
-    training: list[LoaderSite] = []
-    for call in calls:
-        names = _bound_names(index, call)
-        spelling = names[0] if names else None
-        is_training = bool(set(names) & training_names) or (
-            len(calls) == 1
-            or (_shuffles(call) and not any(w in (spelling or "").lower() for w in EVALUATION_WORDS))
-        )
-        if is_training:
-            training.append(LoaderSite(call=call, spelling=spelling))
-    return training
+def find_loaders(index: ScriptIndex, training_names: set[str], loops: list[Loop] | None = None) -> list[LoaderSite]:
+    """The DataLoader calls that feed training (to shard); evaluation loaders are left alone.
+
+    A loader is training when the step loop is traced to it. Only when the loop cannot be traced
+    to anything does a shuffling loader not named like an evaluation one count: a loader that only
+    feeds evaluation is never sharded in place of a training loader the tool could not see.
+    """
+    named = [(call, _bound_names(index, call)) for call in data_loader_calls(index)]
+    iterated = {id(loop.node.iter) for loop in loops or () if isinstance(loop.node, cst.For)}
+    traced = [
+        LoaderSite(call=call, spelling=names[0] if names else None)
+        for call, names in named
+        if set(names) & training_names or _iterated_directly(index, call, iterated)
+    ]
+    if traced or untraced_source(index, training_names) is not None:
+        return traced
+    return [
+        LoaderSite(call=call, spelling=names[0] if names else None)
+        for call, names in named
+        if _shuffles(call) and not any(w in (names[0] if names else "").lower() for w in EVALUATION_WORDS)
+    ]
+
+
+def _iterated_directly(index: ScriptIndex, call: CallSite, iterables: set[int]) -> bool:
+    """`for batch in DataLoader(...)` / `enumerate(DataLoader(...))` in a step loop."""
+    stmt = call.place.stmt
+    return isinstance(stmt, cst.For) and id(stmt.iter) in iterables and contains(stmt.iter, lambda n: n is call.node)
+
+
+def untraced_source(index: ScriptIndex, training_names: set[str]) -> Binding | None:
+    """The binding that makes what the step loop iterates, when it is not a DataLoader of this file
+    (another module's loader, a torchtext iterator): then that, not a guess, feeds training."""
+    loaders = {id(c.node) for c in data_loader_calls(index)}
+    for binding in index.bindings:
+        value = binding.value if binding.value is not None else binding.node.value  # `a, b = make()`
+        if binding.target not in training_names or not isinstance(value, cst.Call):
+            continue
+        qualified = index.qualify(value.func) or ""
+        if qualified in ITERATOR_WRAPPERS or qualified in BUILTIN_NAMES or id(value) in loaders:
+            continue
+        helper = index.functions.get(spell(value.func) or "")
+        if helper is not None and (_yields_from_first_parameter(helper) or _returns_loader(index, helper, loaders)):
+            continue
+        return binding
+    return None
+
+
+def _returns_loader(index: ScriptIndex, helper: Scope, loaders: set[int]) -> bool:
+    return any(id(c.node) in loaders for c in index.calls if c.place.scope is helper)
 
 
 def _bound_names(index: ScriptIndex, call: CallSite) -> list[str]:
-    """Names the loader is bound to: directly, or through a helper that returns it."""
+    """Names the loader is bound to: directly, or through a helper of this file that returns it
+    (the call itself, or the name it is bound to; one element of a returned tuple)."""
     direct = [b.target for b in index.bindings if b.value is call.node]
-    if direct:
+    if call.place.scope.is_module:
         return direct
-    stmt = call.place.stmt
-    returns = isinstance(stmt, cst.SimpleStatementLine) and any(
-        isinstance(s, cst.Return) and s.value is call.node for s in stmt.body
+    returned: cst.BaseExpression | None = call.node if _returns(call.place.stmt, call.node) else None
+    if returned is None and direct:
+        returned = _returned_name(call.place.scope, direct[0])
+    if returned is None:
+        return direct
+    return direct + [n for n in _caller_bindings(index, call.place.scope, returned) if n not in direct]
+
+
+def loader_names(index: ScriptIndex, call: CallSite) -> list[str]:
+    """Every name a DataLoader call is bound to (through a helper that returns it, too)."""
+    return _bound_names(index, call)
+
+
+def _returns(stmt: cst.BaseStatement, value: cst.BaseExpression) -> bool:
+    return isinstance(stmt, cst.SimpleStatementLine) and any(
+        isinstance(s, cst.Return) and s.value is value for s in stmt.body
     )
-    if returns and not call.place.scope.is_module:
-        helper = call.place.scope.name
-        return [
-            b.target
-            for b in index.bindings
-            if isinstance(b.value, cst.Call) and spell(b.value.func) == helper
-        ]
-    return []
+
+
+def _returned_name(scope: Scope, name: str) -> cst.BaseExpression | None:
+    """In the helper, the node of `name` in `return name` / `return a, name`."""
+    for node in descendants(scope.node):
+        if isinstance(node, cst.Return) and node.value is not None:
+            if spell(node.value) == name:
+                return node.value
+            if isinstance(node.value, cst.Tuple):
+                for element in node.value.elements:
+                    if spell(element.value) == name:
+                        return element.value
+    return None
+
+
+def _caller_bindings(index: ScriptIndex, helper: Scope, returned: cst.BaseExpression) -> list[str]:
+    """`train_loader = make_loader(...)`, or `train_loader, val_loader = make_loaders(...)` taking
+    the element the helper returns the loader in."""
+    position = None
+    for node in descendants(helper.node):
+        if isinstance(node, cst.Return) and isinstance(node.value, cst.Tuple):
+            for i, element in enumerate(node.value.elements):
+                if element.value is returned:
+                    position = i
+    names: list[str] = []
+    for binding in index.bindings:
+        node = binding.node
+        if not isinstance(node, cst.Assign) or not isinstance(node.value, cst.Call) or spell(node.value.func) != helper.name:
+            continue
+        target = node.targets[0].target
+        if position is None and binding.value is node.value:
+            names.append(binding.target)
+        elif position is not None and isinstance(target, (cst.Tuple, cst.List)) and position < len(target.elements):
+            spelled = spell(target.elements[position].value)
+            if spelled == binding.target and spelled not in names:
+                names.append(spelled)
+    return names
 
 
 def _shuffles(call: CallSite) -> bool:

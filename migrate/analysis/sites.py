@@ -22,6 +22,8 @@ class Entry:
     teardown_after: cst.BaseStatement | None  # teardown goes after this one (None: at the top, empty block)
     teardown_before_return: cst.Return | None = None
     found: bool = True  # False: no entry function or __main__ block, fell back to module level
+    library: bool = False  # no entry at all: only definitions, nothing runs training (refused)
+    spans: dict[int, bool] = field(default_factory=dict)  # function id -> runs in the process group (a cache)
 
 
 @dataclass(eq=False)

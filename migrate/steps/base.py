@@ -129,12 +129,36 @@ def expression(code: str) -> cst.BaseExpression:
 
 
 def with_keyword(call: cst.CSTNode, keyword: str, value: cst.BaseExpression) -> cst.Call:
-    """`f(a, b=1)` -> `f(a, b=1, keyword=value)`, spacing `=` the way the call already does."""
+    """`f(a, b=1)` -> `f(a, b=1, keyword=value)`, spacing `=` the way the call already does; in a
+    call with one argument per line, the new one gets its own line (and the trailing comma, if any)."""
     assert isinstance(call, cst.Call)
     args = list(call.args)
-    if args and isinstance(args[-1].comma, cst.MaybeSentinel):
-        args[-1] = args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
     tight = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
     equal = next((a.equal for a in args if a.keyword is not None), tight)
-    args.append(cst.Arg(value, keyword=cst.Name(keyword), equal=equal))
+    new = cst.Arg(value, keyword=cst.Name(keyword), equal=equal)
+    between = _line_break_between(call)
+    if args and between is not None:
+        last = args[-1]
+        if isinstance(last.comma, cst.Comma):  # `b,\n)`: the new argument takes over the trailing comma
+            args[-1] = last.with_changes(comma=last.comma.with_changes(whitespace_after=between))
+            new = new.with_changes(comma=last.comma)
+        elif isinstance(last.whitespace_after_arg, cst.ParenthesizedWhitespace):  # `b\n)`
+            args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=between), whitespace_after_arg=cst.SimpleWhitespace(""))
+            new = new.with_changes(whitespace_after_arg=last.whitespace_after_arg)
+        else:
+            between = None
+    if between is None and args and isinstance(args[-1].comma, cst.MaybeSentinel):
+        args[-1] = args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+    args.append(new)
     return call.with_changes(args=args)
+
+
+def _line_break_between(call: cst.Call) -> cst.ParenthesizedWhitespace | None:
+    """The line break (and indent) that separates the call's arguments, when each has its own line."""
+    args = call.args
+    for arg in args[:-1]:
+        if isinstance(arg.comma, cst.Comma) and isinstance(arg.comma.whitespace_after, cst.ParenthesizedWhitespace):
+            return arg.comma.whitespace_after
+    if isinstance(call.whitespace_before_args, cst.ParenthesizedWhitespace) and len(args) == 1:
+        return call.whitespace_before_args
+    return None

@@ -1,90 +1,286 @@
 """Each training DataLoader draws its batches through a DistributedSampler, so every rank sees
-its own shard; `shuffle=` moves into the sampler, and `set_epoch(epoch)` runs at the top of
-every epoch so the shuffle differs per epoch yet agrees across ranks.
+its own shard; `shuffle=` moves into the sampler (a loader that did not shuffle gets
+`shuffle=False`: DistributedSampler shuffles by default), and `set_epoch(epoch)` runs at the top of
+every epoch so the shuffle differs per epoch yet agrees across ranks. A `shuffle` that reaches the
+loader through `**kwargs` is taken out of the dict into the sampler (DataLoader refuses both).
 
 Evaluation loaders are left alone: every rank evaluates the whole set, so the metric printed
-on rank 0 is the true one and no rank waits on another.
+on rank 0 is the true one and no rank waits on another. Iterable datasets take no sampler, and a
+loader the step loop cannot be traced to is never sharded in its place: both are reported.
 """
 
 from __future__ import annotations
 
 import libcst as cst
 
-from migrate.analysis.index import spell
+from migrate.analysis.datasets import streaming_origin
+from migrate.analysis.index import CallSite, Scope, descendants, spell
+from migrate.analysis.loaders import (
+    EVALUATION_WORDS,
+    data_loader_calls,
+    loader_names,
+    loader_spelling,
+    training_loader_names,
+    untraced_source,
+)
 from migrate.analysis.sites import LoaderSite
-from migrate.analysis.training import argument
+from migrate.analysis.training import argument, contains
 from migrate.steps.base import Context, expression, statement, with_keyword
+
+SHARD_BY_HAND = "give each rank its own shard by hand, e.g. indices[dist.get_rank()::dist.get_world_size()]"
 
 
 def distributed_sampler(ctx: Context) -> None:
     sites = ctx.sites
     if not sites.loaders:
-        node = sites.step_loops[0].node if sites.step_loops else sites.backward_calls[0].node
-        ctx.report(
-            "MIG101",
-            "the training loop is not fed by a DataLoader; give each rank its own shard by hand, "
-            "e.g. indices[dist.get_rank()::dist.get_world_size()]",
-            node,
-        )
+        _report_unsharded(ctx)
         return
-    sharded = {site.spelling for site in sites.loaders if _shard(ctx, site)}
-    if sharded:
-        _set_epochs(ctx, all_sharded=len(sharded) == len(sites.loaders), sharded=sharded)
+    shuffles = {site.spelling: _shard(ctx, site) for site in sites.loaders}
+    reshuffled = {name for name, shuffle in shuffles.items() if shuffle}
+    if reshuffled:  # a sampler with shuffle=False draws the same order every epoch: no set_epoch
+        _set_epochs(ctx, all_sharded=len(reshuffled) == len(sites.loaders), sharded=reshuffled)
 
 
-def _shard(ctx: Context, site: LoaderSite) -> bool:
-    """Give the loader a DistributedSampler; False when it cannot take one (reported)."""
+def _report_unsharded(ctx: Context) -> None:
+    """MIG101, saying what feeds the training loop instead of a DataLoader of this file."""
+    sites = ctx.sites
+    index = ctx.index
+    loop = sites.step_loops[0] if sites.step_loops else None
+    node = loop.node if loop is not None else sites.backward_calls[0].node
+    names = training_loader_names(index, sites.step_loops)
+    source = untraced_source(index, names)
+    others = [c for c in data_loader_calls(index)]
+    made = source.value if source is not None and source.value is not None else source.node.value if source else None
+    if source is not None and isinstance(made, cst.Call):
+        func = ctx.code(made.func)
+        where = "a function of this file" if (spell(made.func) or "") in index.functions else "another module"
+        line, _ = ctx.position(source.node)
+        message = (
+            f"the training loop iterates `{source.target}`, made by `{func}(...)` (line {line}) in {where}, not by a "
+            "DataLoader this file builds, so no DistributedSampler was added: shard it by rank where it is built "
+            "(a DistributedSampler in its DataLoader, then sampler.set_epoch(epoch) each epoch)"
+        )
+    elif loop is None:
+        message = f"no `for` loop over batches was found around backward; the training data is not sharded: {SHARD_BY_HAND}"
+    else:
+        iterated = loader_spelling(index, loop)
+        seen = f"iterates `{iterated}`" if iterated else f"runs `for ... in {ctx.code(loop.node.iter)}`"  # type: ignore[union-attr]
+        unbound = sorted(n for n in names - {iterated} if not any(b.target == n for b in index.bindings))
+        if iterated and unbound:
+            seen += f" (passed in as `{unbound[0]}`, which this file does not build)"
+        message = f"the training loop {seen} and draws its batches without a DataLoader this tool can trace: {SHARD_BY_HAND}"
+    if others:
+        listed = ", ".join(f"`{_loader_name(ctx, c)}` (line {ctx.position(c.node)[0]})" for c in others[:3])
+        message += f"; the DataLoader(s) {listed} do not feed backward and are left whole"
+    ctx.report("MIG101", message, node)
+
+
+def _loader_name(ctx: Context, call: CallSite) -> str:
+    names = [b.target for b in ctx.index.bindings if b.value is call.node]
+    return names[0] if names else f"{ctx.code(call.node.func)}(...)"
+
+
+def _shard(ctx: Context, site: LoaderSite) -> bool | None:
+    """Give the loader a DistributedSampler: whether it may shuffle (False: it keeps the order);
+    None when it cannot take one (reported)."""
     call = site.call.node
     if argument(call, "sampler", 3) is not None or argument(call, "batch_sampler", 4) is not None:
         ctx.report("MIG102", "this DataLoader has its own sampler, kept as is: every rank will read all of it; "
                    "shard it by rank (e.g. wrap its indices in a DistributedSampler)", call)
-        return False
+        return None
     dataset = argument(call, "dataset", 0)
     if dataset is None:
-        return False
-    if _is_iterable_dataset(ctx, dataset.value):
-        ctx.report("MIG111", "this DataLoader reads an IterableDataset, which takes no sampler: make its __iter__ "
-                   "yield only every torch.distributed.get_world_size()-th item, starting at torch.distributed.get_rank()", call)
-        return False
+        return None
+    streaming = streaming_origin(ctx.index, dataset.value, site.call.place.scope, site.call.place.stmt)
+    if streaming is not None:
+        line, _ = ctx.position(streaming.origin)
+        ctx.report("MIG111", f"this DataLoader reads `{ctx.code(dataset.value)}`, built by `{ctx.code(streaming.origin.func)}"
+                   f"(...)` (line {line}), and {streaming.what}: it takes no sampler, so none was added and every rank "
+                   f"reads all of it; {streaming.hint}", call)
+        return None
+    unpacked = _unpacked_kwargs(call)
+    known = _dict_keys(ctx, unpacked, site.call.place.scope) if unpacked is not None else set()
+    if known is not None and known & {"sampler", "batch_sampler"}:
+        ctx.report("MIG102", f"this DataLoader gets a sampler through `**{ctx.code(unpacked)}`, kept as is: every rank "  # type: ignore[arg-type]
+                   "will read all of it; shard it by rank", call)
+        return None
     dataset_code = ctx.code(dataset.value)
     if spell(dataset.value) is None:
         dataset_code = _bind_dataset(ctx, site, dataset)
     shuffle = argument(call, "shuffle", 2)
-    shuffle_code = f", shuffle={ctx.code(shuffle.value)}" if shuffle is not None and shuffle.keyword else ""
+    if shuffle is not None:
+        shuffle_code = ctx.code(shuffle.value)
+    elif unpacked is not None and (known is None or "shuffle" in known):
+        shuffle_code = _shuffle_from_kwargs(ctx, site, unpacked)
+    else:
+        shuffle_code = "False"
     sampler_class = ctx.imported("torch.utils.data.distributed", "DistributedSampler")
-    new_sampler = expression(f"{sampler_class}({dataset_code}{shuffle_code})")
+    new_sampler = expression(f"{sampler_class}({dataset_code}, shuffle={shuffle_code})")
     world = f"{ctx.dist}.get_world_size()"
 
     def rewrite(updated: cst.CSTNode) -> cst.CSTNode:
         assert isinstance(updated, cst.Call)
-        args = []
-        for arg in updated.args:
+        args: list[cst.Arg] = []
+        placed = False
+        for position, arg in enumerate(updated.args):
             keyword = arg.keyword.value if arg.keyword else None
-            if keyword == "shuffle":
-                args.append(arg.with_changes(keyword=cst.Name("sampler"), value=new_sampler))
-                continue
+            if shuffle is not None and call.args[position] is shuffle:
+                if keyword == "shuffle":
+                    args.append(arg.with_changes(keyword=cst.Name("sampler"), value=new_sampler))
+                    placed = True
+                continue  # a positional shuffle: the sampler goes in as a keyword below
+            if arg.star == "**" and not placed:
+                args.append(_sampler_arg(args, new_sampler))
+                placed = True
             if keyword == "batch_size" and ctx.options.keep_global_batch:
                 arg = arg.with_changes(value=expression(f"{ctx.code(arg.value)} // {world}"))
             args.append(arg)
         rewritten = updated.with_changes(args=args)
-        return rewritten if shuffle is not None else with_keyword(rewritten, "sampler", new_sampler)
+        return rewritten if placed else with_keyword(rewritten, "sampler", new_sampler)
 
     ctx.plan.replace(call, rewrite)
-    return True
+    _report_shared_builder(ctx, site)
+    return shuffle_code != "False"
 
 
-def _is_iterable_dataset(ctx: Context, value: cst.BaseExpression) -> bool:
-    """Built by a class of this file that derives from IterableDataset (directly or via a name)."""
+def _report_shared_builder(ctx: Context, site: LoaderSite) -> None:
+    """A helper that builds the training loader and an evaluation loader alike: the sampler added
+    in it shards evaluation too."""
+    names = loader_names(ctx.index, site.call)
+    training = training_loader_names(ctx.index, ctx.sites.step_loops)
+    evaluation = [n for n in names if n not in training and any(w in n.lower() for w in EVALUATION_WORDS)]
+    if evaluation and not site.call.place.scope.is_module:
+        ctx.report("MIG004", f"`{site.call.place.scope.name}()` builds `{evaluation[0]}` too: the DistributedSampler added "
+                   "here shards that evaluation loader as well, so each rank evaluates only its part; give the helper a "
+                   "flag if evaluation must see the whole set", site.call.node)
+
+
+def _sampler_arg(before: list[cst.Arg], sampler: cst.BaseExpression) -> cst.Arg:
+    """`sampler=...` placed before `**kwargs`, spaced like the call's other keywords."""
+    tight = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
+    equal = next((a.equal for a in before if a.keyword is not None), tight)
+    return cst.Arg(sampler, keyword=cst.Name("sampler"), equal=equal, comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+
+
+def _unpacked_kwargs(call: cst.Call) -> cst.BaseExpression | None:
+    return next((a.value for a in call.args if a.star == "**"), None)
+
+
+def _dict_keys(ctx: Context, value: cst.BaseExpression, scope: Scope) -> set[str] | None:
+    """The keys a `**name` dict can hold, from its literal and the `update(...)` / `name[key] = ...`
+    edits in the same function; None when that cannot be told (a parameter, a computed dict)."""
+    name = spell(value)
+    if name is None or name in scope.params:
+        return None
     index = ctx.index
-    if spell(value) is not None:
-        bound = [b.value for b in index.bindings if b.target == spell(value)]
-        value = bound[-1] if bound and bound[-1] is not None else value
-    if not isinstance(value, cst.Call):
-        return False
-    cls = index.classes.get(spell(value.func) or "")
-    return cls is not None and any(
-        (index.qualify(base.value) or "").endswith("IterableDataset") for base in cls.bases
-    )
+    bindings = [b for b in index.bindings if b.target == name and b.place.scope is scope]
+    if not bindings:
+        return None
+    keys: set[str] = set()
+    for binding in bindings:
+        found = _literal_keys(ctx, binding.value, scope, depth=0)
+        if found is None:
+            return None
+        keys |= found
+    for call in index.calls:
+        func = call.node.func
+        if call.place.scope is scope and isinstance(func, cst.Attribute) and spell(func.value) == name:
+            if func.attr.value == "update":
+                for arg in call.node.args:
+                    found = _literal_keys(ctx, arg.value, scope, depth=0) if arg.keyword is None else {arg.keyword.value}
+                    if found is None:
+                        return None
+                    keys |= found
+            elif func.attr.value in ("setdefault",) and call.node.args:
+                found = _string(call.node.args[0].value)
+                if found is None:
+                    return None
+                keys.add(found)
+    for node in _subscript_targets(scope.node, name):
+        found = _string(node)
+        if found is None:
+            return None
+        keys.add(found)
+    return keys
+
+
+def _literal_keys(ctx: Context, value: cst.BaseExpression | None, scope: Scope, depth: int) -> set[str] | None:
+    if isinstance(value, cst.Dict):
+        keys: set[str] = set()
+        for element in value.elements:
+            if not isinstance(element, cst.DictElement):
+                inner = _literal_keys(ctx, element.value, scope, depth + 1) if depth < 3 else None
+                if inner is None:
+                    return None
+                keys |= inner
+                continue
+            key = _string(element.key)
+            if key is None:
+                return None
+            keys.add(key)
+        return keys
+    if isinstance(value, cst.Call) and spell(value.func) == "dict":
+        if any(a.keyword is None for a in value.args):
+            return None
+        return {a.keyword.value for a in value.args if a.keyword is not None}
+    name = spell(value) if value is not None else None
+    if name is not None and depth < 3:
+        bound = [b for b in ctx.index.bindings if b.target == name and b.place.scope is scope]
+        if len(bound) == 1:
+            return _literal_keys(ctx, bound[0].value, scope, depth + 1)
+    return None
+
+
+def _subscript_targets(node: cst.CSTNode, name: str) -> list[cst.BaseExpression]:
+    """The keys of `name[key] = ...` assignments under `node`."""
+    found: list[cst.BaseExpression] = []
+    for n in descendants(node):
+        if not isinstance(n, cst.Assign):
+            continue
+        for target in n.targets:
+            t = target.target
+            if isinstance(t, cst.Subscript) and spell(t.value) == name and len(t.slice) == 1:
+                key = t.slice[0].slice
+                if isinstance(key, cst.Index):
+                    found.append(key.value)
+    return found
+
+
+def _string(node: cst.BaseExpression | None) -> str | None:
+    if isinstance(node, cst.SimpleString) and isinstance(node.evaluated_value, str):
+        return node.evaluated_value
+    return None
+
+
+def _shuffle_from_kwargs(ctx: Context, site: LoaderSite, unpacked: cst.BaseExpression) -> str:
+    """`kwargs.pop("shuffle", False)`: taken out of the dict before `**kwargs` is unpacked, so
+    DataLoader never sees both. When the dict is read again later, the dict passed on is a copy
+    without the key instead, and the original is left as it was."""
+    name = ctx.code(unpacked)
+    if _read_after(ctx, site, name):
+        ctx.plan.replace(
+            next(a for a in site.call.node.args if a.value is unpacked),
+            lambda updated: updated.with_changes(
+                value=expression(f'{{key: value for key, value in {name}.items() if key != "shuffle"}}')
+            ),
+        )
+        return f'{name}.get("shuffle", False)'
+    return f'{name}.pop("shuffle", False)'
+
+
+def _read_after(ctx: Context, site: LoaderSite, name: str) -> bool:
+    """Whether `name` is read again after the DataLoader statement in the same function."""
+    index = ctx.index
+    stmt = site.call.place.stmt
+    order = list(index.scope_of)
+    position = order.index(stmt)
+    return any(
+        index.scope_of[other] is site.call.place.scope
+        and order.index(other) > position
+        and isinstance(other, cst.SimpleStatementLine)
+        and contains(other, lambda n: isinstance(n, cst.Name) and n.value == name)
+        for other in order[position + 1 :]
+    ) or bool(site.call.place.loops)
 
 
 def _bind_dataset(ctx: Context, site: LoaderSite, dataset: cst.Arg) -> str:

@@ -1,7 +1,16 @@
-"""Every device the script names becomes this process's device: `cuda:<local rank>` when CUDA
-is available, else the CPU, so one converted script runs on a GPU node and in CPU CI alike.
+"""Every device the script names becomes this process's device, so one converted script runs
+on a GPU node and in CPU CI alike.
 
-`torch.device("cuda")`, `"cuda:0"`, `device = 0`, `.cuda()`, `.cuda(i)` and `.to(0)` are covered.
+Setup calls `torch.cuda.set_device(local_rank)`, so a plain `"cuda"` already is the local rank's
+GPU: it is kept (checks such as `device == "cuda"` stay true), and gains a CPU fallback only where
+the script uses it unconditionally. A device the script numbers itself (`"cuda:0"`,
+`torch.device("cuda", args.gpu)`, `f"cuda:{args.gpu}"`, `device = 0`, `.cuda(args.gpu)`, `.to(0)`,
+`device="cuda:0"`, `map_location="cuda:0"`) would put every rank on that one GPU: it becomes
+`cuda:<local rank>`, or the CPU without CUDA. The script's own `torch.cuda.set_device(...)` goes
+for the same reason (setup has set the device).
+
+Code that runs before setup (module-level constants when setup is in `main()`) reads the local
+rank from the environment, since setup's `local_rank` does not exist yet there.
 """
 
 from __future__ import annotations
@@ -11,12 +20,18 @@ import libcst as cst
 from migrate.analysis.devices import (
     cuda_method_calls,
     device_bindings,
-    is_cuda_literal,
+    device_index_argument,
+    device_type_argument,
+    is_indexed_cuda,
     is_int_literal,
-    to_int_calls,
+    is_plain_cuda,
+    names_a_device,
+    numbered_device_arguments,
+    set_device_calls,
     torch_device_calls,
 )
-from migrate.analysis.index import Scope
+from migrate.analysis.entry import runs_in_process_group
+from migrate.analysis.index import Place, Scope
 from migrate.steps.base import Context, expression, statement
 
 
@@ -24,17 +39,33 @@ def local_rank_device(ctx: Context) -> None:
     handled: set[int] = set()
     for binding in device_bindings(ctx.index):
         assert binding.value is not None
-        _rewrite_device_value(ctx, binding.value, binding.place.scope, handled)
+        _rewrite_device_value(ctx, binding.value, binding.place, handled)
     for call in torch_device_calls(ctx.index):
         if id(call.node) not in handled:
-            _rewrite_device_value(ctx, call.node, call.place.scope, handled)
+            _rewrite_device_value(ctx, call.node, call.place, handled)
     for call in cuda_method_calls(ctx.index):
         positional = [a.value for a in call.node.args if a.keyword is None]
-        target = positional[0] if positional else expression(device_in(ctx, call.place.scope))
+        if positional and _is_device_name(ctx, positional[0], call.place.scope):
+            target = positional[0]
+        else:
+            target = expression(device_in(ctx, call.place.scope, call.place.stmt))
         ctx.plan.replace(call.node, lambda updated, t=target: _cuda_to_to(updated, t))
-    for call in to_int_calls(ctx.index):
-        device = expression(device_in(ctx, call.place.scope))
-        ctx.plan.replace(call.node.args[0], lambda updated, d=device: updated.with_changes(value=d))
+    for call, arg in numbered_device_arguments(ctx.index):
+        device = expression(device_in(ctx, call.place.scope, call.place.stmt))
+        ctx.plan.replace(arg, lambda updated, d=device: updated.with_changes(value=d))
+    _remove_set_device(ctx)
+
+
+def _is_device_name(ctx: Context, node: cst.BaseExpression, scope: Scope) -> bool:
+    """`x.cuda(device)` where `device` is one of the script's device variables (rewritten or
+    already CPU-aware) or a parameter named for one (`def __init__(self, gpu_id)`): `.to(device)`
+    keeps it. `x.cuda(args.gpu)` does not: that is the GPU the user picked for a single process."""
+    name = ctx.index.qualify(node) if isinstance(node, (cst.Name, cst.Attribute)) else None
+    if name is None:
+        return False
+    if name in scope.params and names_a_device(name):
+        return True
+    return any(b.target == name for b in device_bindings(ctx.index) + _plain_device_bindings(ctx))
 
 
 def _cuda_to_to(call: cst.Call, device: cst.BaseExpression) -> cst.Call:
@@ -45,42 +76,98 @@ def _cuda_to_to(call: cst.Call, device: cst.BaseExpression) -> cst.Call:
     return call.with_changes(func=call.func.with_changes(attr=cst.Name("to")), args=args)
 
 
-def _rewrite_device_value(ctx: Context, value: cst.BaseExpression, scope: Scope, handled: set[int]) -> None:
-    """Rewrite one device expression: unconditional CUDA gains a CPU fallback."""
+def _rewrite_device_value(ctx: Context, value: cst.BaseExpression, place: Place, handled: set[int]) -> None:
+    """Rewrite one device expression: a numbered GPU becomes the local rank's, unconditional CUDA
+    gains a CPU fallback, a conditional keeps its own test."""
     torch = ctx.torch
-    rank = _rank_in_fstring(ctx, scope)
-    cuda = f'f"cuda:{{{rank}}}"'
-    fallback = f'{cuda} if {torch}.cuda.is_available() else "cpu"'
     handled.add(id(value))
+    available = f"{torch}.cuda.is_available()"
     if is_int_literal(value):
-        ctx.plan.replace_with(value, expression(f'{ctx.local_rank(scope)} if {torch}.cuda.is_available() else "cpu"'))
-        return
-    if isinstance(value, cst.IfExp):
+        ctx.plan.replace_with(value, expression(f'{_rank(ctx, place.scope, place.stmt)} if {available} else "cpu"'))
+    elif isinstance(value, cst.IfExp):
         for branch in (value.body, value.orelse):
             if is_int_literal(branch):
-                ctx.plan.replace_with(branch, expression(ctx.local_rank(scope)))
-            elif is_cuda_literal(branch):
-                ctx.plan.replace_with(branch, expression(cuda))
+                ctx.plan.replace_with(branch, expression(_rank(ctx, place.scope, place.stmt)))
+            elif is_indexed_cuda(branch):
+                ctx.plan.replace_with(branch, expression(_cuda_of_rank(ctx, place.scope, place.stmt)))
+            elif isinstance(branch, cst.Call) and ctx.index.qualify(branch.func) == "torch.device":
+                _rewrite_device_value(ctx, branch, place, handled)
+    elif is_plain_cuda(value):
+        ctx.plan.replace_with(value, expression(f'"cuda" if {available} else "cpu"'))
+    elif is_indexed_cuda(value):
+        ctx.plan.replace_with(value, expression(f'{_cuda_of_rank(ctx, place.scope, place.stmt)} if {available} else "cpu"'))
+    elif isinstance(value, cst.Call) and ctx.index.qualify(value.func) == "torch.device":
+        _rewrite_torch_device(ctx, value, place, handled)
+
+
+def _rewrite_torch_device(ctx: Context, call: cst.Call, place: Place, handled: set[int]) -> None:
+    """`torch.device("cuda", i)` -> `torch.device(f"cuda:{local_rank}" if ... else "cpu")`; the
+    other spellings rewrite their one argument."""
+    kind = device_type_argument(call)
+    if kind is None:
         return
-    if is_cuda_literal(value):
-        ctx.plan.replace_with(value, expression(fallback))
+    index = device_index_argument(call)
+    if index is not None:
+        if is_plain_cuda(kind.value):
+            one = f'{_cuda_of_rank(ctx, place.scope, place.stmt)} if {ctx.torch}.cuda.is_available() else "cpu"'
+            ctx.plan.replace(call, lambda updated, e=expression(one): updated.with_changes(args=[cst.Arg(e)]))
         return
-    if isinstance(value, cst.Call) and value.args:
-        handled.add(id(value))
-        first = value.args[0].value
-        if is_cuda_literal(first):
-            ctx.plan.replace_with(first, expression(fallback))
-        elif isinstance(first, cst.IfExp):
-            _rewrite_device_value(ctx, first, scope, handled)
+    _rewrite_device_value(ctx, kind.value, place, handled)
 
 
-def _rank_in_fstring(ctx: Context, scope: Scope) -> str:
-    rank = ctx.local_rank(scope)
-    return rank if rank == "local_rank" else f"{ctx.module_name('os')}.environ.get('LOCAL_RANK', '0')"
+def _rank(ctx: Context, scope: Scope, stmt: cst.BaseStatement | None = None) -> str:
+    """The local rank as seen at `stmt` in `scope`: setup's `local_rank` where it exists, else
+    read from the environment (also in code that runs before setup)."""
+    entry = ctx.sites.entry
+    if stmt is not None and not runs_in_process_group(ctx.index, entry, stmt):
+        return f'int({ctx.module_name("os")}.environ.get("LOCAL_RANK", "0"))'
+    return ctx.local_rank(scope)
 
 
-def device_in(ctx: Context, scope: Scope) -> str:
-    """A name (or expression) for this process's device as seen from `scope`."""
+def _cuda_of_rank(ctx: Context, scope: Scope, stmt: cst.BaseStatement | None = None) -> str:
+    """`f"cuda:{local_rank}"`, or the same with the rank read from the environment."""
+    rank = _rank(ctx, scope, stmt)
+    inner = rank if rank == "local_rank" else f"{ctx.module_name('os')}.environ.get('LOCAL_RANK', '0')"
+    return f'f"cuda:{{{inner}}}"'
+
+
+def _remove_set_device(ctx: Context) -> None:
+    """The script's `torch.cuda.set_device(args.gpu)` would move every rank to one GPU after setup
+    chose each its own: the statement goes (and an `if` left with nothing else in it)."""
+    index = ctx.index
+    for call in set_device_calls(index):
+        stmt = call.place.stmt
+        if not (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1
+                and isinstance(stmt.body[0], cst.Expr) and stmt.body[0].value is call.node):
+            continue
+        ctx.plan.remove(stmt)
+        parent = index.parent_of.get(stmt)
+        while (
+            isinstance(parent, cst.If)
+            and parent.orelse is None
+            and isinstance(parent.body, cst.IndentedBlock)
+            and all(s in ctx.plan.removed for s in parent.body.body)
+        ):
+            ctx.plan.remove(parent)
+            stmt, parent = parent, index.parent_of.get(parent)
+        _keep_blank_lines(ctx, stmt)
+
+
+def _keep_blank_lines(ctx: Context, removed: cst.BaseStatement) -> None:
+    """Setup inserted before a removed statement takes its place, but not the blank lines above
+    it: the next statement gets them, so the user's code stays apart from setup."""
+    located = ctx.index.block_of.get(removed)
+    leading = getattr(removed, "leading_lines", ())
+    if located is None or not leading or removed not in ctx.plan.before:
+        return
+    block, position = located
+    following = block.body[position + 1] if position + 1 < len(block.body) else None
+    if following is not None and not getattr(following, "leading_lines", ()):
+        ctx.plan.replace(following, lambda updated: updated.with_changes(leading_lines=leading))
+
+
+def device_in(ctx: Context, scope: Scope, stmt: cst.BaseStatement | None = None) -> str:
+    """A name (or expression) for this process's device as seen from `scope` (at `stmt`)."""
     index = ctx.index
     for binding in device_bindings(index) + _plain_device_bindings(ctx):
         if "." in binding.target:
@@ -91,10 +178,10 @@ def device_in(ctx: Context, scope: Scope) -> str:
         return "device"
     entry = ctx.sites.entry
     assert entry is not None
-    if entry.scope is scope or entry.scope.is_module:
+    before_setup = stmt is not None and not runs_in_process_group(index, entry, stmt)
+    if not before_setup and (entry.scope is scope or entry.scope.is_module):
         return _setup_device(ctx)
-    rank = _rank_in_fstring(ctx, scope)
-    return f'{ctx.torch}.device(f"cuda:{{{rank}}}" if {ctx.torch}.cuda.is_available() else "cpu")'
+    return f'{ctx.torch}.device({_cuda_of_rank(ctx, scope, stmt)} if {ctx.torch}.cuda.is_available() else "cpu")'
 
 
 def _plain_device_bindings(ctx: Context) -> list:  # type: ignore[type-arg]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from migrate.analysis.entry import runs_in_process_group
 from migrate.analysis.index import CallSite, ScriptIndex, spell
 from migrate.analysis.training import BUILTIN_NAMES, calls_in, contains
 from migrate.steps.base import Context, expression, statements, with_keyword
@@ -37,7 +38,15 @@ def rank_zero(ctx: Context) -> None:
             _guard_statement(ctx, call, kind)
     for stmt in index.block_of:
         if isinstance(stmt, cst.With) and _opens_for_writing(index, stmt) and _may_guard(ctx, stmt):
+            collective = collective_call(ctx, stmt.body)
+            if collective is not None:
+                ctx.report("MIG120", f"`{ctx.code(stmt).strip().splitlines()[0]}` writes a file, but its body calls "
+                           f"`{ctx.code(collective.func)}(...)`, which may run the model that every rank must join: left "
+                           "on every rank, so every rank writes the file; compute the values on every rank first, then "
+                           "write them under `if dist.get_rank() == 0:`", stmt)
+                continue
             ctx.plan.guard(stmt, ctx.rank_zero_test())
+    _report_handle_reads(ctx)
 
 
 def _bound_names(index: ScriptIndex, matches) -> set[str]:  # type: ignore[no-untyped-def]
@@ -104,37 +113,37 @@ def _is_own_statement(stmt: cst.BaseStatement, call: cst.Call) -> bool:
 
 
 def _may_guard(ctx: Context, stmt: cst.BaseStatement) -> bool:
-    """Not before setup in the entry block, and not already under a rank check."""
+    """Only where the process group exists (after setup, before teardown: `dist.get_rank()` raises
+    elsewhere), and not already under a rank check."""
     index = ctx.index
     for ancestor in index.enclosing_statements(stmt)[1:]:
         if isinstance(ancestor, cst.If) and any(w in ctx.code(ancestor.test) for w in RANK_WORDS):
             return False
-    entry = ctx.sites.entry
-    if entry is None or entry.setup_before is None:
-        return True
-    block = entry.block
-    for ancestor in index.enclosing_statements(stmt):
-        located = index.block_of.get(ancestor)
-        if located is not None and located[0] is block:
-            return located[1] >= block.body.index(entry.setup_before)
-    return True
+    return runs_in_process_group(index, ctx.sites.entry, stmt)
 
 
 def _may_be_collective(ctx: Context, node: cst.CSTNode) -> bool:
     """Whether evaluating `node` could run the wrapped model: it calls or passes a model, or calls
     a function of this script (or a method on self) that mentions one or a torch.distributed call."""
+    return collective_call(ctx, node) is not None
+
+
+def collective_call(ctx: Context, node: cst.CSTNode) -> cst.Call | None:
+    """The first call under `node` that may run the wrapped model or a collective."""
     index = ctx.index
     models = {m.spelling for m in ctx.sites.models} | {m.spelling.removeprefix("self.") for m in ctx.sites.models}
     for inner in calls_in(node):
         name = spell(inner.func) or ""
         if name in models or any(spell(a.value) in models for a in inner.args):
-            return True
+            return inner
+        if (index.qualify(inner.func) or "").startswith("torch.distributed."):
+            return inner
         scope = index.functions.get(name)
         if scope is None and name.startswith("self.") and ctx.sites.models:
-            return True
+            return inner
         if scope is not None and _mentions(ctx, scope.node, models):
-            return True
-    return False
+            return inner
+    return None
 
 
 def _mentions(ctx: Context, node: cst.CSTNode, names: set[str]) -> bool:
@@ -162,6 +171,8 @@ def _compute_then_print(ctx: Context, call: CallSite) -> None:
 
 
 def _disable_progress_bar(ctx: Context, call: CallSite) -> None:
+    if not runs_in_process_group(ctx.index, ctx.sites.entry, call.place.stmt):
+        return
     test = f"{ctx.dist}.get_rank() != 0"
 
     def add_disable(updated: cst.CSTNode) -> cst.CSTNode:
@@ -177,8 +188,17 @@ def _disable_progress_bar(ctx: Context, call: CallSite) -> None:
 
 
 def _create_on_rank_zero(ctx: Context, call: CallSite) -> None:
-    """`writer = SummaryWriter(...)` -> `... if rank 0 else None`; a bare `wandb.init()` is guarded."""
+    """`writer = SummaryWriter(...)` -> `... if rank 0 else None`; a bare `wandb.init()` is guarded.
+
+    When the wandb run is read on every rank later (`config = wandb.config`, `run.summary[...]`,
+    `run.name`), it must exist on every rank: the other ranks start it with `mode="disabled"`,
+    wandb's own no-op run, which holds the same config and accepts every call."""
     stmt = call.place.stmt
+    if call.name == "wandb.init" and _may_guard(ctx, stmt):
+        read = _wandb_read_elsewhere(ctx, call)
+        if read is not None:
+            _disabled_elsewhere(ctx, call)
+            return
     if _is_own_statement(stmt, call.node):
         if _may_guard(ctx, stmt):
             ctx.plan.guard(stmt, ctx.rank_zero_test())
@@ -187,14 +207,94 @@ def _create_on_rank_zero(ctx: Context, call: CallSite) -> None:
         return
     test = ctx.rank_zero_test()
     ctx.plan.replace(call.node, lambda updated: cst.IfExp(test=expression(test), body=updated, orelse=cst.Name("None")))
+    ctx.facts.setdefault("rank_zero_handles", []).append(call)  # type: ignore[union-attr]
+
+
+def _report_handle_reads(ctx: Context) -> None:
+    """An attribute of a handle that is None on the other ranks (`writer.log_dir`), read outside
+    the statements moved to rank 0."""
+    for create in ctx.facts.get("rank_zero_handles", []):  # type: ignore[union-attr]
+        handles = {b.target for b in ctx.index.bindings if b.value is create.node}
+        for use in ctx.index.attributes:
+            if use.owner not in handles or use.called or _on_rank_zero(ctx, use.place.stmt):
+                continue
+            ctx.report("MIG120", f"`{ctx.code(use.node)}` reads a handle that is None on every rank but 0: guard that "
+                       f"line with `if {ctx.rank_zero_test()}:` too (its calls are already moved to rank 0)", use.node)
+            break
+
+
+def _on_rank_zero(ctx: Context, stmt: cst.BaseStatement) -> bool:
+    for ancestor in ctx.index.enclosing_statements(stmt):
+        if ancestor in ctx.plan.guarded:
+            return True
+        if isinstance(ancestor, cst.If) and any(w in ctx.code(ancestor.test) for w in RANK_WORDS):
+            return True
+    return False
+
+
+WANDB_STATE = frozenset({"config", "run", "summary"})
+
+
+def _wandb_read_elsewhere(ctx: Context, init: CallSite) -> cst.BaseStatement | None:
+    """A statement that reads the run (its handle, `wandb.config`, `wandb.run`, `wandb.summary`)
+    other than the logging calls that are themselves moved to rank 0."""
+    index = ctx.index
+    wandb = {local for local, qualified in index.imports.items() if qualified == "wandb"}
+    handles = {b.target for b in index.bindings if b.value is init.node}
+    for use in index.attributes:
+        owner = use.owner
+        reads_state = owner in wandb and use.node.attr.value in WANDB_STATE
+        if not (reads_state or owner in handles) or use.place.stmt is init.place.stmt:
+            continue
+        if _logging_statement(index, use.place.stmt, wandb, handles):
+            continue
+        return use.place.stmt
+    return None
+
+
+def _logging_statement(index: ScriptIndex, stmt: cst.BaseStatement, wandb: set[str], handles: set[str]) -> bool:
+    """`wandb.log(...)` / `run.log(...)` / `run.finish()` standing alone: moved to rank 0 anyway."""
+    if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1 or not isinstance(stmt.body[0], cst.Expr):
+        return False
+    call = stmt.body[0].value
+    if not isinstance(call, cst.Call) or not isinstance(call.func, cst.Attribute):
+        return False
+    owner = spell(call.func.value)
+    return (owner in handles or owner in wandb) and call.func.attr.value in WANDB_CALLS and not any(
+        isinstance(a.value, cst.Attribute) and spell(a.value.value) in wandb | handles for a in call.args
+    )
+
+
+def _disabled_elsewhere(ctx: Context, init: CallSite) -> None:
+    """`wandb.init(...)` -> `wandb.init(..., mode=<theirs or None> if rank 0 else "disabled")`."""
+    test = ctx.rank_zero_test()
+    given = next((a for a in init.node.args if a.keyword is not None and a.keyword.value == "mode"), None)
+
+    def rewrite(updated: cst.CSTNode) -> cst.CSTNode:
+        assert isinstance(updated, cst.Call)
+        if given is not None:
+            args = [
+                a.with_changes(value=expression(f'{ctx.code(given.value)} if {test} else "disabled"')) if a.keyword is not None and a.keyword.value == "mode" else a
+                for a in updated.args
+            ]
+            return updated.with_changes(args=args)
+        return with_keyword(updated, "mode", expression(f'None if {test} else "disabled"'))
+
+    ctx.plan.replace(init.node, rewrite)
 
 
 def _opens_for_writing(index: ScriptIndex, stmt: cst.With) -> bool:
+    """`with open(path, "w")` / `open(path, mode="wb")` (also "a", "x" and "+" modes)."""
     for item in stmt.items:
         call = item.item
-        if isinstance(call, cst.Call) and spell(call.func) == "open" and len(call.args) > 1:
-            mode = call.args[1].value
-            if isinstance(mode, cst.SimpleString) and any(c in str(mode.evaluated_value) for c in "wax"):
+        if isinstance(call, cst.Call) and spell(call.func) == "open":
+            mode = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == "mode"), None)
+            positional = [a for a in call.args if a.keyword is None]
+            if mode is None and len(positional) > 1:
+                mode = positional[1].value
+            if isinstance(mode, cst.SimpleString) and any(c in str(mode.evaluated_value) for c in "wax+"):
                 return True
     return False
 
+
+may_be_collective = _may_be_collective  # shared with the steps that guard file writes

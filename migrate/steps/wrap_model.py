@@ -30,13 +30,14 @@ WRAPPER_SAFE = frozenset(
 
 
 def ddp_wrap_code(ctx: Context, site: ModelSite) -> str:
+    """`model = DDP(model)`: no device_ids, which torch allows for a module on one device (the
+    script moves its inputs itself) and requires for a CPU module (`--device cpu` on a GPU host)."""
     ddp = ctx.imported("torch.nn.parallel", "DistributedDataParallel", "DDP")
-    rank = ctx.local_rank(site.scope)
     name = site.spelling
-    code = f"{name} = {ddp}({name}, device_ids=[{rank}] if {ctx.torch}.cuda.is_available() else None)\n"
+    code = f"{name} = {ddp}({name})\n"
     if ctx.options.sync_batchnorm:
         code = (
-            f"if {ctx.torch}.cuda.is_available():  # SyncBatchNorm needs CUDA\n"
+            f"if next({name}.parameters()).is_cuda:  # SyncBatchNorm needs CUDA\n"
             f"    {name} = {ctx.torch}.nn.SyncBatchNorm.convert_sync_batchnorm({name})\n" + code
         )
     return code
@@ -56,7 +57,7 @@ def wrap_models(ctx: Context, wrap_code=ddp_wrap_code) -> None:  # type: ignore[
         elif site.wrap_after is not None:
             ctx.plan.insert_after(site.wrap_after, new)
         if ctx.options.sync_batchnorm:
-            ctx.report("MIG107", "SyncBatchNorm conversion runs only when CUDA is available (gloo on CPU cannot run it)",
+            ctx.report("MIG107", "SyncBatchNorm conversion runs only when the model is on a GPU (it cannot run on the CPU)",
                        site.wrap_after or site.wrap_before)
         unwrap_later_uses(ctx, site)
 

@@ -18,6 +18,7 @@ from migrate.steps.no_sync import no_sync
 from migrate.steps.rank_zero import rank_zero
 from migrate.steps.scale_lr import scale_lr
 from migrate.steps.scheduler_checks import plateau_metric
+from migrate.steps.shared_files import shared_files
 from migrate.steps.wrap_model import wrap_models
 from migrate.targets.base import Target
 from migrate.templating import render
@@ -50,6 +51,7 @@ DDP = Target(
         distributed_sampler,
         no_sync,
         rank_zero,
+        shared_files,
         plateau_metric,
         load_map_location,
         scale_lr,

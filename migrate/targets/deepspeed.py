@@ -21,6 +21,7 @@ from migrate.steps.local_rank_argument import local_rank_argument
 from migrate.steps.local_rank_device import local_rank_device
 from migrate.steps.rank_zero import rank_zero
 from migrate.steps.scheduler_checks import plateau_metric
+from migrate.steps.shared_files import shared_files
 from migrate.targets.base import Target
 from migrate.targets.ddp import launch_script_path
 from migrate.templating import render
@@ -94,6 +95,7 @@ DEEPSPEED = Target(
         engine_calls,
         distributed_sampler,
         rank_zero,
+        shared_files,
         plateau_metric,
         load_map_location,
         teardown,

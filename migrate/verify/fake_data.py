@@ -333,7 +333,9 @@ class _FolderFake:
         self.samples = [(os.path.join(folder, self.classes[c], f"{i:05d}.png"), c) for i, c in enumerate(labels)]
         self.imgs = self.samples
         self.targets = labels
-        self.loader = loader
+        if loader is None:
+            from torchvision.datasets.folder import default_loader as loader
+        self.loader = loader  # kept for scripts that read it; the fake never calls it
         self.extensions = extensions
 
     def __getitem__(self, index: int) -> tuple[Any, Any]:

@@ -18,15 +18,15 @@ def main():
     parser.add_argument("--resume", type=str, default="", help="path to checkpoint to resume from")
     args = parser.parse_args()
 
-    # torchrun sets these; plain `python train.py` runs as a single process
-    if "LOCAL_RANK" not in os.environ:
-        os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT="29500")
+    # torchrun sets these; plain `python train.py` runs as a single process (port 0: any free one)
+    for key, value in dict(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT="0").items():
+        os.environ.setdefault(key, value)
     local_rank = int(os.environ["LOCAL_RANK"])
     if torch.cuda.is_available():
         torch.cuda.set_device(local_rank)
-    dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+    dist.init_process_group("cpu:gloo,cuda:nccl" if torch.cuda.is_available() else "gloo")
 
-    device = torch.device(f"cuda:{local_rank}" if torch.cuda.is_available() else "cpu")
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     os.makedirs(args.ckpt_dir, exist_ok=True)
 
     x = torch.randn(10000, 16)
@@ -46,7 +46,7 @@ def main():
         start_epoch = ckpt["epoch"] + 1
         if dist.get_rank() == 0:
             print(f"resumed from {args.resume} at epoch {start_epoch}")
-    model = DDP(model, device_ids=[local_rank] if torch.cuda.is_available() else None)
+    model = DDP(model)
 
     for epoch in range(start_epoch, args.epochs):
         train_loader.sampler.set_epoch(epoch)
@@ -69,6 +69,7 @@ def main():
         }
         if dist.get_rank() == 0:
             torch.save(checkpoint, os.path.join(args.ckpt_dir, f"ckpt_{epoch:03d}.pt"))
+    dist.barrier()  # no rank exits while rank 0 still writes its files
     dist.destroy_process_group()
 
 

@@ -15,15 +15,15 @@ parser.add_argument("--latent-dim", type=int, default=16)
 parser.add_argument("--lr", type=float, default=2e-4)
 args = parser.parse_args()
 
-# torchrun sets these; plain `python train.py` runs as a single process
-if "LOCAL_RANK" not in os.environ:
-    os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT="29500")
+# torchrun sets these; plain `python train.py` runs as a single process (port 0: any free one)
+for key, value in dict(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT="0").items():
+    os.environ.setdefault(key, value)
 local_rank = int(os.environ["LOCAL_RANK"])
 if torch.cuda.is_available():
     torch.cuda.set_device(local_rank)
-dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+dist.init_process_group("cpu:gloo,cuda:nccl" if torch.cuda.is_available() else "gloo")
 
-device = torch.device(f"cuda:{local_rank}" if torch.cuda.is_available() else "cpu")
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 # "real" data: samples from a shifted 2-D gaussian
 real_data = torch.randn(20000, 2) * 0.5 + torch.tensor([2.0, -1.0])
@@ -35,12 +35,12 @@ generator = nn.Sequential(
     nn.Linear(64, 64), nn.ReLU(),
     nn.Linear(64, 2),
 ).to(device)
-generator = DDP(generator, device_ids=[local_rank] if torch.cuda.is_available() else None)
+generator = DDP(generator)
 discriminator = nn.Sequential(
     nn.Linear(2, 64), nn.LeakyReLU(0.2),
     nn.Linear(64, 1),
 ).to(device)
-discriminator = DDP(discriminator, device_ids=[local_rank] if torch.cuda.is_available() else None)
+discriminator = DDP(discriminator)
 
 opt_g = torch.optim.Adam(generator.parameters(), lr=args.lr, betas=(0.5, 0.999))
 opt_d = torch.optim.Adam(discriminator.parameters(), lr=args.lr, betas=(0.5, 0.999))
@@ -73,4 +73,5 @@ for epoch in range(args.epochs):
 if dist.get_rank() == 0:
     torch.save(generator.module.state_dict(), "generator.pt")
     torch.save(discriminator.module.state_dict(), "discriminator.pt")
+dist.barrier()  # no rank exits while rank 0 still writes its files
 dist.destroy_process_group()

@@ -11,18 +11,18 @@ def infinite(loader):
             yield batch
 
 def main():
-    # torchrun sets these; plain `python train.py` runs as a single process
-    if "LOCAL_RANK" not in os.environ:
-        os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT="29500")
+    # torchrun sets these; plain `python train.py` runs as a single process (port 0: any free one)
+    for key, value in dict(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT="0").items():
+        os.environ.setdefault(key, value)
     local_rank = int(os.environ["LOCAL_RANK"])
     if torch.cuda.is_available():
         torch.cuda.set_device(local_rank)
-    dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+    dist.init_process_group("cpu:gloo,cuda:nccl" if torch.cuda.is_available() else "gloo")
 
     ds = TensorDataset(torch.randn(64, 3), torch.randn(64, 1))
     loader = DataLoader(ds, batch_size=8, sampler=DistributedSampler(ds, shuffle=True))
     model = torch.nn.Linear(3, 1)
-    model = DDP(model, device_ids=[local_rank] if torch.cuda.is_available() else None)
+    model = DDP(model)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     batches = infinite(loader)
     for it in range(100):
@@ -33,6 +33,7 @@ def main():
         opt.step()
     if dist.get_rank() == 0:
         torch.save(model.module.state_dict(), "m.pt")
+    dist.barrier()  # no rank exits while rank 0 still writes its files
     dist.destroy_process_group()
 
 if __name__ == "__main__":

@@ -22,19 +22,19 @@ class TokenStream(IterableDataset):
 
 
 def main():
-    # torchrun sets these; plain `python train.py` runs as a single process
-    if "LOCAL_RANK" not in os.environ:
-        os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT="29500")
+    # torchrun sets these; plain `python train.py` runs as a single process (port 0: any free one)
+    for key, value in dict(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT="0").items():
+        os.environ.setdefault(key, value)
     local_rank = int(os.environ["LOCAL_RANK"])
     if torch.cuda.is_available():
         torch.cuda.set_device(local_rank)
-    dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+    dist.init_process_group("cpu:gloo,cuda:nccl" if torch.cuda.is_available() else "gloo")
 
-    device = torch.device(f"cuda:{local_rank}" if torch.cuda.is_available() else "cpu")
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     stream = TokenStream(num_blocks=10_000)
     loader = DataLoader(stream, batch_size=16)
     model = nn.Sequential(nn.Embedding(VOCAB, 64), nn.Linear(64, VOCAB)).to(device)
-    model = DDP(model, device_ids=[local_rank] if torch.cuda.is_available() else None)
+    model = DDP(model)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
     for step, (inputs, targets) in enumerate(loader):
         inputs, targets = inputs.to(device), targets.to(device)
@@ -47,6 +47,7 @@ def main():
             print(f"step {step} loss {loss.item():.3f}")
     if dist.get_rank() == 0:
         torch.save(model.module.state_dict(), "lm.pt")
+    dist.barrier()  # no rank exits while rank 0 still writes its files
     dist.destroy_process_group()
 
 

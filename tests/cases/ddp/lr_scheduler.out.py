@@ -16,15 +16,15 @@ def main():
     parser.add_argument("--max-lr", type=float, default=1e-2)
     args = parser.parse_args()
 
-    # torchrun sets these; plain `python train.py` runs as a single process
-    if "LOCAL_RANK" not in os.environ:
-        os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT="29500")
+    # torchrun sets these; plain `python train.py` runs as a single process (port 0: any free one)
+    for key, value in dict(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT="0").items():
+        os.environ.setdefault(key, value)
     local_rank = int(os.environ["LOCAL_RANK"])
     if torch.cuda.is_available():
         torch.cuda.set_device(local_rank)
-    dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+    dist.init_process_group("cpu:gloo,cuda:nccl" if torch.cuda.is_available() else "gloo")
 
-    device = torch.device(f"cuda:{local_rank}" if torch.cuda.is_available() else "cpu")
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
     x = torch.randn(8192, 48)
     y = (x[:, :3].sum(dim=1) > 0).long()
@@ -32,7 +32,7 @@ def main():
     train_loader = DataLoader(train_dataset, batch_size=args.batch_size, sampler=DistributedSampler(train_dataset, shuffle=True))
 
     model = nn.Sequential(nn.Linear(48, 128), nn.ReLU(), nn.Linear(128, 2)).to(device)
-    model = DDP(model, device_ids=[local_rank] if torch.cuda.is_available() else None)
+    model = DDP(model)
     optimizer = torch.optim.SGD(model.parameters(), lr=args.max_lr, momentum=0.9, nesterov=True)
 
     # one-cycle schedule, stepped after every optimizer step
@@ -64,6 +64,7 @@ def main():
 
     if dist.get_rank() == 0:
         torch.save(model.module.state_dict(), "model_onecycle.pt")
+    dist.barrier()  # no rank exits while rank 0 still writes its files
     dist.destroy_process_group()
 
 

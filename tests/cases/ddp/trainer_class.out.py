@@ -13,7 +13,7 @@ class Trainer:
     def __init__(self, model, train_data, optimizer, gpu_id, save_every):
         self.gpu_id = gpu_id
         self.model = model.to(gpu_id)
-        self.model = DDP(self.model, device_ids=[local_rank] if torch.cuda.is_available() else None)
+        self.model = DDP(self.model)
         self.train_data = train_data
         self.optimizer = optimizer
         self.save_every = save_every
@@ -70,14 +70,15 @@ if __name__ == "__main__":
     parser.add_argument("--batch_size", default=32, type=int, help="Input batch size (default: 32)")
     args = parser.parse_args()
 
-    # torchrun sets these; plain `python train.py` runs as a single process
-    if "LOCAL_RANK" not in os.environ:
-        os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT="29500")
+    # torchrun sets these; plain `python train.py` runs as a single process (port 0: any free one)
+    for key, value in dict(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT="0").items():
+        os.environ.setdefault(key, value)
     local_rank = int(os.environ["LOCAL_RANK"])
     if torch.cuda.is_available():
         torch.cuda.set_device(local_rank)
-    dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+    dist.init_process_group("cpu:gloo,cuda:nccl" if torch.cuda.is_available() else "gloo")
 
     device = local_rank if torch.cuda.is_available() else "cpu"  # shorthand for cuda:0
     main(device, args.total_epochs, args.save_every, args.batch_size)
+    dist.barrier()  # no rank exits while rank 0 still writes its files
     dist.destroy_process_group()

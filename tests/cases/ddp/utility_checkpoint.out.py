@@ -28,13 +28,13 @@ def main():
     parser.add_argument("--lr", type=float, default=0.05)
     args = parser.parse_args()
 
-    # torchrun sets these; plain `python train.py` runs as a single process
-    if "LOCAL_RANK" not in os.environ:
-        os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT="29500")
+    # torchrun sets these; plain `python train.py` runs as a single process (port 0: any free one)
+    for key, value in dict(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT="0").items():
+        os.environ.setdefault(key, value)
     local_rank = int(os.environ["LOCAL_RANK"])
     if torch.cuda.is_available():
         torch.cuda.set_device(local_rank)
-    dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+    dist.init_process_group("cpu:gloo,cuda:nccl" if torch.cuda.is_available() else "gloo")
 
     x, y = torch.randn(2048, 10), torch.randint(0, 2, (2048,))
     train_dataset = TensorDataset(x[:1792], y[:1792])
@@ -42,7 +42,7 @@ def main():
     val_loader = DataLoader(TensorDataset(x[1792:], y[1792:]), batch_size=256)
 
     model = nn.Sequential(nn.Linear(10, 32), nn.ReLU(), nn.Linear(32, 2))
-    model = DDP(model, device_ids=[local_rank] if torch.cuda.is_available() else None)
+    model = DDP(model)
     criterion = nn.CrossEntropyLoss()
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
     scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(optimizer, factor=0.5, patience=2)
@@ -61,6 +61,7 @@ def main():
         best = min(best, val_loss)
         if dist.get_rank() == 0:
             save_checkpoint({"epoch": epoch, "state_dict": model.module.state_dict(), "best": best}, is_best)
+    dist.barrier()  # no rank exits while rank 0 still writes its files
     dist.destroy_process_group()
 
 

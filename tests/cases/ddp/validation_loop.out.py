@@ -8,7 +8,7 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data.distributed import DistributedSampler
 
-device = torch.device(f"cuda:{os.environ.get('LOCAL_RANK', '0')}" if torch.cuda.is_available() else "cpu")
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
 class MLPClassifier(nn.Module):
@@ -41,13 +41,13 @@ def main():
     parser.add_argument("--lr", type=float, default=1e-3)
     args = parser.parse_args()
 
-    # torchrun sets these; plain `python train.py` runs as a single process
-    if "LOCAL_RANK" not in os.environ:
-        os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT="29500")
+    # torchrun sets these; plain `python train.py` runs as a single process (port 0: any free one)
+    for key, value in dict(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT="0").items():
+        os.environ.setdefault(key, value)
     local_rank = int(os.environ["LOCAL_RANK"])
     if torch.cuda.is_available():
         torch.cuda.set_device(local_rank)
-    dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+    dist.init_process_group("cpu:gloo,cuda:nccl" if torch.cuda.is_available() else "gloo")
 
     x = torch.randn(12000, 32)
     y = torch.randint(0, 8, (12000,))
@@ -57,7 +57,7 @@ def main():
     val_loader = DataLoader(val_ds, batch_size=256, shuffle=False)
 
     model = MLPClassifier(32, num_classes=8).to(device)
-    model = DDP(model, device_ids=[local_rank] if torch.cuda.is_available() else None)
+    model = DDP(model)
     if dist.get_rank() == 0:
         print(f"training a {model.module.num_classes}-way classifier")
     criterion = nn.CrossEntropyLoss(label_smoothing=0.1 if model.module.num_classes > 2 else 0.0)
@@ -81,6 +81,7 @@ def main():
             best_acc = val_acc
             if dist.get_rank() == 0:
                 torch.save(model.module.state_dict(), "best.pt")
+    dist.barrier()  # no rank exits while rank 0 still writes its files
     dist.destroy_process_group()
 
 

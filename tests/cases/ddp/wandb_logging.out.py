@@ -18,18 +18,18 @@ def main():
     parser.add_argument("--hidden", type=int, default=256)
     args = parser.parse_args()
 
-    # torchrun sets these; plain `python train.py` runs as a single process
-    if "LOCAL_RANK" not in os.environ:
-        os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT="29500")
+    # torchrun sets these; plain `python train.py` runs as a single process (port 0: any free one)
+    for key, value in dict(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT="0").items():
+        os.environ.setdefault(key, value)
     local_rank = int(os.environ["LOCAL_RANK"])
     if torch.cuda.is_available():
         torch.cuda.set_device(local_rank)
-    dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+    dist.init_process_group("cpu:gloo,cuda:nccl" if torch.cuda.is_available() else "gloo")
 
     if dist.get_rank() == 0:
         wandb.init(project="toy-regression", config=vars(args))
 
-    device = torch.device(f"cuda:{local_rank}" if torch.cuda.is_available() else "cpu")
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
     # synthetic data: y = sin(x0) + cos(x1) + noise
     x = torch.rand(20000, 2) * 6 - 3
@@ -42,7 +42,7 @@ def main():
         nn.Linear(args.hidden, args.hidden), nn.Tanh(),
         nn.Linear(args.hidden, 1),
     ).to(device)
-    model = DDP(model, device_ids=[local_rank] if torch.cuda.is_available() else None)
+    model = DDP(model)
     optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
 
     step = 0
@@ -66,6 +66,7 @@ def main():
     if dist.get_rank() == 0:
         torch.save(model.module.state_dict(), "regressor.pt")
         wandb.finish()
+    dist.barrier()  # no rank exits while rank 0 still writes its files
     dist.destroy_process_group()
 
 

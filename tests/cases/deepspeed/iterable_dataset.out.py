@@ -23,15 +23,15 @@ class TokenStream(IterableDataset):
 
 
 def main():
-    # the deepspeed launcher sets these; plain `python train.py` runs as a single process
-    if "LOCAL_RANK" not in os.environ:
-        os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT="29500")
+    # the deepspeed launcher sets these; plain `python train.py` runs as a single process (port 0: any free one)
+    for key, value in dict(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT="0").items():
+        os.environ.setdefault(key, value)
     local_rank = int(os.environ["LOCAL_RANK"])
     if torch.cuda.is_available():
         torch.cuda.set_device(local_rank)
     deepspeed.init_distributed(dist_backend="nccl" if torch.cuda.is_available() else "gloo")
 
-    device = torch.device(f"cuda:{local_rank}" if torch.cuda.is_available() else "cpu")
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     stream = TokenStream(num_blocks=10_000)
     loader = DataLoader(stream, batch_size=16)
     model = nn.Sequential(nn.Embedding(VOCAB, 64), nn.Linear(64, VOCAB)).to(device)
@@ -54,6 +54,7 @@ def main():
         model_state = {name: tensor.detach().cpu().clone() for name, tensor in model.module.state_dict().items()}
     if dist.get_rank() == 0:
         torch.save(model_state, "lm.pt")
+    dist.barrier()  # no rank exits while rank 0 still writes its files
     dist.destroy_process_group()
 
 

@@ -14,15 +14,15 @@ parser.add_argument("--lr", type=float, default=1e-2)
 parser.add_argument("--local_rank", "--local-rank", type=int, default=-1, help="set by the deepspeed launcher")
 args = parser.parse_args()
 
-# the deepspeed launcher sets these; plain `python train.py` runs as a single process
-if "LOCAL_RANK" not in os.environ:
-    os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT="29500")
+# the deepspeed launcher sets these; plain `python train.py` runs as a single process (port 0: any free one)
+for key, value in dict(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT="0").items():
+    os.environ.setdefault(key, value)
 local_rank = int(os.environ["LOCAL_RANK"])
 if torch.cuda.is_available():
     torch.cuda.set_device(local_rank)
 deepspeed.init_distributed(dist_backend="nccl" if torch.cuda.is_available() else "gloo")
 
-device = torch.device(f"cuda:{local_rank}" if torch.cuda.is_available() else "cpu")
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 # everything fits in memory, so skip the DataLoader entirely
 n = 20000
@@ -38,7 +38,6 @@ optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)
 # overwrite the file's, so the two never disagree
 with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "ds_config.json")) as config_file:
     ds_config = json.load(config_file)
-ds_config["train_micro_batch_size_per_gpu"] = n.batch_size
 model, optimizer, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, config=ds_config)
 loss_fn = nn.MSELoss()
 
@@ -63,4 +62,5 @@ with deepspeed.zero.GatheredParameters(list(model.module.parameters())):  # ZeRO
     model_state = {name: tensor.detach().cpu().clone() for name, tensor in model.module.state_dict().items()}
 if dist.get_rank() == 0:
     torch.save(model_state, "linreg.pt")
+dist.barrier()  # no rank exits while rank 0 still writes its files
 dist.destroy_process_group()

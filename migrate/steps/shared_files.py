@@ -1,0 +1,427 @@
+"""Files every rank would touch at once: each rank runs the whole script, so what a single
+process did to the filesystem now happens N times, concurrently.
+
+- Dataset downloads (`download=True`): the first process on each node downloads, then a barrier,
+  then every rank builds the dataset from the files (torchvision skips a download it finds done).
+- `os.mkdir` / `os.makedirs`: `exist_ok=True`, so the rank that comes second does not crash on the
+  directory the first one made (`if not exists: mkdir` is a race, not a guard).
+- Deleting, moving, renaming or copying files (`shutil.rmtree`, `os.replace`, `os.remove`, ...):
+  on rank 0, with the directories made right after them (one guarded run); when other ranks need
+  what the run made, a barrier follows it.
+- `f = open(path, "w")` and the writes and close that follow: the whole sequence on rank 0.
+- A file rank 0 saves and every rank loads again (`torch.save(..., p)` ... `torch.load(p)`):
+  a barrier before the load, so no rank reads it half written or stale.
+
+A barrier is added only where every rank reaches it: after setup, before teardown, and not under
+a condition that may differ between ranks (a loss, a metric). Where that cannot be told, the
+finding says what was seen and what to do.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from migrate.analysis.entry import runs_in_process_group
+from migrate.analysis.index import CallSite, ScriptIndex, descendants, names_in, read_names, spell
+from migrate.analysis.training import argument, callee_scope, calls_in, contains
+from migrate.steps.base import Context, expression, statements
+from migrate.steps.rank_zero import RANK_WORDS, SAVES, may_be_collective
+
+MAKE_DIRS = ("os.mkdir", "os.makedirs")
+DESTRUCTIVE = (
+    "os.remove", "os.unlink", "os.rename", "os.replace", "os.rmdir", "os.removedirs",
+    "shutil.rmtree", "shutil.move", "shutil.copy", "shutil.copy2", "shutil.copyfile", "shutil.copytree",
+)
+# calls that leave a file at their second argument (keyword name when passed by keyword)
+WRITES_TO = {
+    "torch.save": "f", "shutil.copy": "dst", "shutil.copy2": "dst", "shutil.copyfile": "dst",
+    "shutil.move": "dst", "os.replace": "dst", "os.rename": "dst",
+}
+HANDLE_METHODS = frozenset({"write", "writelines", "flush", "close"})
+TRANSFORM_KEYWORDS = frozenset({"transform", "target_transform", "transforms"})
+OS_ERRORS = frozenset({"OSError", "FileExistsError", "IOError", "Exception", "BaseException"})
+
+
+def shared_files(ctx: Context) -> None:
+    guarded = [run for run in _destructive_runs(ctx) if _guard_run(ctx, run)]
+    in_runs = {id(stmt) for run in guarded for stmt in run}
+    for call in ctx.index.calls:
+        if call.name in MAKE_DIRS and id(_top_of_run(ctx, call.place.stmt)) not in in_runs:
+            _exist_ok(ctx, call)
+    _downloads(ctx)
+    _file_handles(ctx)
+    _load_after_save(ctx)
+
+
+# -- who may run what ------------------------------------------------------------------------
+
+def _guardable(ctx: Context, stmt: cst.BaseStatement) -> bool:
+    """After setup, before teardown, and not already under a rank check of the script's."""
+    for ancestor in ctx.index.enclosing_statements(stmt)[1:]:
+        if isinstance(ancestor, cst.If) and any(w in ctx.code(ancestor.test) for w in RANK_WORDS):
+            return False
+    return runs_in_process_group(ctx.index, ctx.sites.entry, stmt)
+
+
+def every_rank_reaches(ctx: Context, stmt: cst.BaseStatement, depth: int = 0) -> bool:
+    """Whether a barrier at `stmt` is met by every rank: it runs in the process group, under no
+    `while`/`try`, and under no `if` whose test may differ per rank (only tests on the parsed
+    command line or constants are known to agree); in a function, the same holds where it is called."""
+    if not _guardable(ctx, stmt):
+        return False
+    index = ctx.index
+    for ancestor in index.enclosing_statements(stmt)[1:]:
+        if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef)):
+            break
+        if isinstance(ancestor, (cst.While, cst.Try, cst.TryStar)):
+            return False
+        if isinstance(ancestor, cst.If) and ancestor is not index.main_guard and not _agrees_on_every_rank(ctx, ancestor.test):
+            return False
+    scope = index.scope_of.get(stmt)
+    entry = ctx.sites.entry
+    if scope is None or scope.is_module or (entry is not None and scope is entry.scope) or depth > 4:
+        return True
+    callers = [c for c in index.calls if callee_scope(index, c) is scope]
+    return all(every_rank_reaches(ctx, c.place.stmt, depth + 1) for c in callers)
+
+
+def _agrees_on_every_rank(ctx: Context, test: cst.BaseExpression) -> bool:
+    """A test that reads only the command line (`args.x`), constants and the environment."""
+    index = ctx.index
+    parsed = {
+        b.target for b in index.bindings
+        if isinstance(b.value, cst.Call) and isinstance(b.value.func, cst.Attribute)
+        and b.value.func.attr.value.startswith(("parse_args", "parse_known_args"))
+    }
+    for name in read_names(test):
+        head = name.split(".")[0]
+        if head in parsed or head in ("os", "True", "False", "None") or head.isupper():
+            continue
+        if head in index.imports and index.imports[head] in ("os", "sys"):
+            continue
+        return False
+    return not calls_in(test) or all((index.qualify(c.func) or "").startswith(("os.path.", "os.environ")) for c in calls_in(test))
+
+
+def _barrier(ctx: Context, comment: str) -> cst.BaseStatement:
+    return statements(f"{ctx.dist}.barrier()  # {comment}\n")[0]
+
+
+# -- directories -------------------------------------------------------------------------------
+
+def _exist_ok(ctx: Context, call: CallSite) -> None:
+    """`os.mkdir(d)` / `os.makedirs(d)` -> `os.makedirs(d, exist_ok=True)`."""
+    node = call.node
+    if argument(node, "exist_ok", 2) is not None or argument(node, "dir_fd", 99) is not None or not node.args:
+        return
+    if _caught(ctx, call.place.stmt):
+        return
+    func = node.func
+    makedirs = func.with_changes(attr=cst.Name("makedirs")) if isinstance(func, cst.Attribute) else expression(
+        f"{ctx.module_name('os')}.makedirs"
+    )
+    true = cst.Name("True")
+
+    def rewrite(updated: cst.CSTNode) -> cst.CSTNode:
+        assert isinstance(updated, cst.Call)
+        args = list(updated.args)
+        if isinstance(args[-1].comma, cst.MaybeSentinel):
+            args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+        args.append(cst.Arg(true, keyword=cst.Name("exist_ok"), equal=_equal(updated)))
+        return updated.with_changes(func=makedirs, args=args)
+
+    ctx.plan.replace(node, rewrite)
+
+
+def _equal(call: cst.Call) -> cst.AssignEqual:
+    tight = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
+    return next((a.equal for a in call.args if a.keyword is not None and isinstance(a.equal, cst.AssignEqual)), tight)
+
+
+def _caught(ctx: Context, stmt: cst.BaseStatement) -> bool:
+    """Inside `try:` with a handler for OSError/FileExistsError (or broader): already tolerated."""
+    for ancestor in ctx.index.enclosing_statements(stmt)[1:]:
+        if isinstance(ancestor, cst.Try) and contains(ancestor.body, lambda n: n is stmt):
+            for handler in ancestor.handlers:
+                if handler.type is None or any(n in OS_ERRORS for n in names_in(handler.type)):
+                    return True
+    return False
+
+
+# -- deleting, moving, copying ---------------------------------------------------------------
+
+def _fs_call(ctx: Context, stmt: cst.BaseStatement) -> str | None:
+    """"destroy" / "mkdir" for a statement that only runs such calls (an `if` around them
+    included), else None."""
+    if isinstance(stmt, cst.SimpleStatementLine):
+        kinds = []
+        for small in stmt.body:
+            if not isinstance(small, cst.Expr) or not isinstance(small.value, cst.Call):
+                return None
+            name = ctx.index.qualify(small.value.func) or ""
+            kinds.append("destroy" if name in DESTRUCTIVE else "mkdir" if name in MAKE_DIRS else None)
+        if None in kinds:
+            return None
+        return "destroy" if "destroy" in kinds else "mkdir"
+    if isinstance(stmt, cst.If) and isinstance(stmt.body, cst.IndentedBlock) and stmt.orelse is None:
+        if calls_in(stmt.test) and not all((ctx.index.qualify(c.func) or "").startswith("os.path.") for c in calls_in(stmt.test)):
+            return None
+        inner = [_fs_call(ctx, s) for s in stmt.body.body]
+        if None in inner:
+            return None
+        return "destroy" if "destroy" in inner else "mkdir"
+    return None
+
+
+def _destructive_runs(ctx: Context) -> list[list[cst.BaseStatement]]:
+    """Runs of neighbouring statements that only delete/move/copy files and make directories,
+    holding at least one deletion, move or copy."""
+    runs: list[list[cst.BaseStatement]] = []
+    seen_blocks: set[int] = set()
+    for stmt, (block, _position) in ctx.index.block_of.items():
+        if id(block) in seen_blocks:
+            continue
+        seen_blocks.add(id(block))
+        run: list[cst.BaseStatement] = []
+        kinds: list[str] = []
+        for inner in list(block.body) + [None]:  # type: ignore[list-item]
+            kind = _fs_call(ctx, inner) if inner is not None else None
+            if run and (kind is None or getattr(inner, "leading_lines", ())):  # a blank line ends a run too
+                if "destroy" in kinds:
+                    runs.append(run)
+                run, kinds = [], []
+            if kind is not None:
+                run.append(inner)
+                kinds.append(kind)
+    inside = {id(node) for run in runs for stmt in run for node in _statements_below(stmt)}
+    return [run for run in runs if id(run[0]) not in inside]
+
+
+def _statements_below(stmt: cst.BaseStatement) -> list[cst.CSTNode]:
+    return [n for n in descendants(stmt) if n is not stmt and isinstance(n, cst.BaseStatement)]
+
+
+def _top_of_run(ctx: Context, stmt: cst.BaseStatement) -> cst.BaseStatement:
+    """The statement of its block holding `stmt` that a run would list (the `if` around it)."""
+    chain = ctx.index.enclosing_statements(stmt)
+    for candidate in chain:
+        if _fs_call(ctx, candidate) is None:
+            break
+        stmt = candidate
+    return stmt
+
+
+def _guard_run(ctx: Context, run: list[cst.BaseStatement]) -> bool:
+    """The run on rank 0 (then a barrier when it made directories); False when it cannot be."""
+    first, last = run[0], run[-1]
+    if not _guardable(ctx, first):
+        if not runs_in_process_group(ctx.index, ctx.sites.entry, first):  # else: the script's own rank check
+            ctx.report("MIG120", f"`{_first_line(ctx, first)}` deletes, moves or copies files on every rank, before the "
+                       "process group exists (or after it is gone): ranks race on the same paths; run it on one "
+                       "process (e.g. before launching)", first)
+        return False
+    for stmt in run:
+        ctx.plan.guard(stmt, ctx.rank_zero_test())
+    makes_dirs = any(_fs_call(ctx, stmt) == "mkdir" or _makes_dir_inside(ctx, stmt) for stmt in run)
+    if makes_dirs:
+        if every_rank_reaches(ctx, last):
+            ctx.plan.insert_after(last, [_barrier(ctx, "the other ranks wait for the directories rank 0 made")])
+        else:
+            ctx.report("MIG120", f"`{_first_line(ctx, first)}` now runs on rank 0 only, under a condition that may differ "
+                       "between ranks, so no barrier was added: the other ranks may use these paths before rank 0 has "
+                       "made them; add dist.barrier() where every rank passes", first)
+    return True
+
+
+def _makes_dir_inside(ctx: Context, stmt: cst.BaseStatement) -> bool:
+    return any((ctx.index.qualify(c.func) or "") in MAKE_DIRS for c in calls_in(stmt))
+
+
+def _first_line(ctx: Context, stmt: cst.BaseStatement) -> str:
+    return ctx.code(stmt).strip().splitlines()[0].rstrip(":")
+
+
+# -- downloads ---------------------------------------------------------------------------------
+
+def _downloads(ctx: Context) -> None:
+    by_statement: dict[cst.BaseStatement, list[cst.Call]] = {}
+    for call in ctx.index.calls:
+        download = argument(call.node, "download", 99)
+        if download is None or download.keyword is None:
+            continue
+        if isinstance(download.value, cst.Name) and download.value.value in ("False", "None"):
+            continue
+        if call.name in ctx.index.functions:
+            continue
+        by_statement.setdefault(call.place.stmt, []).append(call.node)
+    groups: list[list[tuple[cst.BaseStatement, list[cst.Call]]]] = []
+    for stmt, calls in by_statement.items():
+        if groups and _follows(ctx, groups[-1], stmt, calls):
+            groups[-1].append((stmt, calls))
+        else:
+            groups.append([(stmt, calls)])
+    for group in groups:
+        first = group[0][0]
+        calls = [call for _stmt, found in group for call in found]
+        if not every_rank_reaches(ctx, first):
+            code = ctx.code(calls[0]).strip().splitlines()[0]
+            ctx.report("MIG120", f"`{code}` downloads on every rank at once and runs where no barrier can be placed "
+                       "(before setup, or under a condition that may differ per rank): download the data once before "
+                       "launching, or let one rank per node download while the others wait in dist.barrier()", calls[0])
+            continue
+        scope = ctx.index.scope_of.get(first)
+        local_rank = ctx.local_rank(scope) if scope is not None else "local_rank"
+        lines = [f"if {local_rank} == 0:  # one download per node; the other ranks wait, then read the files"]
+        downloads = [_download_only(ctx, call) for call in calls]
+        if None in downloads:
+            continue
+        lines += [f"    {download}" for download in downloads]
+        lines.append(f"{ctx.dist}.barrier()")
+        new = statements("\n".join(lines) + "\n")
+        ctx.plan.insert_above(first, new[0])
+        ctx.plan.insert_before(first, new[1:])
+
+
+def _follows(ctx: Context, group: list[tuple[cst.BaseStatement, list[cst.Call]]], stmt: cst.BaseStatement, calls: list[cst.Call]) -> bool:
+    """`stmt` comes right after the group's last statement in one block, and its downloads read
+    nothing those statements bind: its download can move up with theirs."""
+    index = ctx.index
+    last = group[-1][0]
+    if last not in index.block_of or stmt not in index.block_of:
+        return False
+    (block, position), (other, next_position) = index.block_of[last], index.block_of[stmt]
+    if block is not other or next_position != position + 1:
+        return False
+    bound = {b.target for earlier, _calls in group for b in index.bindings if b.place.stmt is earlier}
+    return not any(set(names_in(call)) & bound for call in calls)
+
+
+def _download_only(ctx: Context, call: cst.Call) -> str | None:
+    """The constructor call without its transforms: all it has to do here is fetch the files.
+    None when an argument cannot be put on one line (a comment inside it)."""
+    parts: list[str] = []
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value in TRANSFORM_KEYWORDS:
+            continue
+        value = ctx.code(arg.value)
+        if "#" in value and contains(arg.value, lambda n: isinstance(n, cst.Comment)):
+            return None
+        head = f"{arg.keyword.value}=" if arg.keyword is not None else str(arg.star)
+        parts.append(head + " ".join(value.split()))
+    return f"{ctx.code(call.func)}({', '.join(parts)})"
+
+
+# -- files opened for writing, then written and closed ------------------------------------------
+
+def _opened_for_writing(ctx: Context, value: cst.BaseExpression | None) -> bool:
+    if not isinstance(value, cst.Call) or spell(value.func) != "open":
+        return False
+    mode = argument(value, "mode", 1)
+    return mode is not None and isinstance(mode.value, cst.SimpleString) and any(
+        c in str(mode.value.evaluated_value) for c in "wax+"
+    ) and "r+" not in str(mode.value.evaluated_value)
+
+
+def _file_handles(ctx: Context) -> None:
+    """`f = open(p, "w")`, `f.write(...)`, `f.close()`: the open and every use of the handle on
+    rank 0 (the handle then exists on rank 0 only, and is only used there)."""
+    index = ctx.index
+    opened: dict[tuple[str, int], list[cst.BaseStatement]] = {}
+    for binding in index.bindings:
+        stmt = binding.place.stmt
+        if _opened_for_writing(ctx, binding.value) and isinstance(stmt, cst.SimpleStatementLine):
+            opened.setdefault((binding.target, id(binding.place.scope)), []).append(stmt)
+    for (name, _scope), opens in opened.items():
+        scope = index.scope_of[opens[0]]
+        if not all(_guardable(ctx, stmt) for stmt in opens):
+            continue
+        rebound = any(
+            b.target == name and b.place.scope is scope and b.place.stmt not in opens for b in index.bindings
+        )
+        uses = _uses(ctx, name, scope, opens)
+        other = next((u for u in uses if not _handle_call(index, u, name) or may_be_collective(ctx, u)), None)
+        if other is not None or rebound:
+            shown = _first_line(ctx, other) if other is not None else f"another `{name} = ...`"
+            ctx.report("MIG120", f"`{_first_line(ctx, opens[0])}` opens a file for writing on every rank, and `{name}` is "
+                       f"also used in `{shown}`: every rank writes the same file; open it and write it on rank 0 only",
+                       opens[0])
+            continue
+        for guarded in [*opens, *uses]:
+            ctx.plan.guard(guarded, ctx.rank_zero_test())
+
+
+def _uses(ctx: Context, name: str, scope, opens: list[cst.BaseStatement]) -> list[cst.BaseStatement]:  # type: ignore[no-untyped-def]
+    """The statements of `scope` that read `name`: simple statements, or the compound statement
+    whose own header (test, iterable, items) reads it."""
+    found: list[cst.BaseStatement] = []
+    reads = lambda node: contains(node, lambda n: isinstance(n, cst.Name) and n.value == name)  # noqa: E731
+    for stmt, owner in ctx.index.scope_of.items():
+        if owner is not scope or stmt in opens:
+            continue
+        if isinstance(stmt, cst.SimpleStatementLine) and reads(stmt):
+            found.append(stmt)
+        elif isinstance(stmt, (cst.If, cst.While)) and reads(stmt.test):
+            found.append(stmt)
+        elif isinstance(stmt, cst.For) and (reads(stmt.iter) or reads(stmt.target)):
+            found.append(stmt)
+        elif isinstance(stmt, cst.With) and any(reads(item) for item in stmt.items):
+            found.append(stmt)
+    return found
+
+
+def _handle_call(index: ScriptIndex, stmt: cst.BaseStatement, name: str) -> bool:
+    """`f.write(...)` / `f.close()` standing alone, or `print(..., file=f)`."""
+    if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1 or not isinstance(stmt.body[0], cst.Expr):
+        return False
+    call = stmt.body[0].value
+    if not isinstance(call, cst.Call):
+        return False
+    if isinstance(call.func, cst.Attribute) and spell(call.func.value) == name and call.func.attr.value in HANDLE_METHODS:
+        return True
+    if spell(call.func) == "print":
+        return any(a.keyword is not None and a.keyword.value == "file" for a in call.args)
+    return (index.qualify(call.func) or "") in SAVES  # json.dump(obj, f), pickle.dump(obj, f), torch.save(obj, f)
+
+
+# -- saved on rank 0, loaded by every rank ---------------------------------------------------------
+
+def _load_after_save(ctx: Context) -> None:
+    index = ctx.index
+    saved: dict[str, CallSite] = {}
+    for call in index.calls:
+        keyword = WRITES_TO.get(call.name or "")
+        target = argument(call.node, keyword, 1) if keyword is not None else None
+        if target is not None and _is_guarded(ctx, call.place.stmt):
+            saved.setdefault(_normalized(ctx, target.value), call)
+    done: set[int] = set()
+    order = {stmt: i for i, stmt in enumerate(index.scope_of)}
+    for call in index.calls_named("torch.load"):
+        source = argument(call.node, "f", 0)
+        if source is None or _normalized(ctx, source.value) not in saved:
+            continue
+        stmt = call.place.stmt
+        save = saved[_normalized(ctx, source.value)]
+        if id(stmt) in done or order.get(stmt, 0) < order.get(save.place.stmt, 0):
+            continue
+        done.add(id(stmt))
+        if every_rank_reaches(ctx, stmt) and not _is_guarded(ctx, stmt):
+            ctx.plan.insert_above(stmt, _barrier(ctx, f"rank 0 has finished writing {ctx.code(source.value)}"))
+        elif not _is_guarded(ctx, stmt):
+            ctx.report("MIG120", f"`{ctx.code(call.node)}` reads a file only rank 0 writes, under a condition that may "
+                       "differ between ranks, so no barrier was added: a rank may read it before rank 0 has written it; "
+                       "add dist.barrier() where every rank passes before it", call.node)
+
+
+def _normalized(ctx: Context, node: cst.BaseExpression) -> str:
+    return " ".join(ctx.code(node).split())
+
+
+def _is_guarded(ctx: Context, stmt: cst.BaseStatement) -> bool:
+    """Whether the statement (or one around it) runs on rank 0 only: guarded by the conversion or
+    by the script itself."""
+    for ancestor in ctx.index.enclosing_statements(stmt):
+        if ancestor in ctx.plan.guarded:
+            return True
+        if isinstance(ancestor, cst.If) and any(w in ctx.code(ancestor.test) for w in RANK_WORDS):
+            return True
+    return False

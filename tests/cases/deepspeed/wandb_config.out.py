@@ -1,0 +1,57 @@
+"""Hyperparameters live in the wandb config, and the run's name picks the checkpoint folder."""
+import os
+import json
+
+import torch
+import torch.nn as nn
+import wandb
+from torch.utils.data import DataLoader, TensorDataset
+import deepspeed
+from torch.utils.data.distributed import DistributedSampler
+import torch.distributed as dist
+
+
+def main():
+    # the deepspeed launcher sets these; plain `python train.py` runs as a single process (port 0: any free one)
+    for key, value in dict(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT="0").items():
+        os.environ.setdefault(key, value)
+    local_rank = int(os.environ["LOCAL_RANK"])
+    if torch.cuda.is_available():
+        torch.cuda.set_device(local_rank)
+    deepspeed.init_distributed(dist_backend="nccl" if torch.cuda.is_available() else "gloo")
+
+    run = wandb.init(project="sweeps-demo", config={"lr": 0.01, "batch_size": 32, "epochs": 3}, mode=None if dist.get_rank() == 0 else "disabled")
+    config = wandb.config
+    out_dir = os.path.join("checkpoints", run.name)
+
+    data = TensorDataset(torch.randn(256, 6), torch.randn(256, 1))
+    loader = DataLoader(data, batch_size=config.batch_size, sampler=DistributedSampler(data, shuffle=True))
+    model = nn.Linear(6, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=config.lr)
+
+    # DeepSpeed reads its settings from ds_config.json; the values this script computes itself
+    # overwrite the file's, so the two never disagree
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "ds_config.json")) as config_file:
+        ds_config = json.load(config_file)
+    ds_config["train_micro_batch_size_per_gpu"] = config.batch_size
+    model, optimizer, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, config=ds_config)
+    for epoch in range(config.epochs):
+        loader.sampler.set_epoch(epoch)
+        for x, y in loader:
+            loss = nn.functional.mse_loss(model(x), y)
+            model.backward(loss)
+            model.step()
+        if dist.get_rank() == 0:
+            run.log({"loss": loss.item(), "epoch": epoch})
+    run.summary["final_loss"] = loss.item()
+    with deepspeed.zero.GatheredParameters(list(model.module.parameters())):  # ZeRO-3 shards the weights: every rank gathers
+        model_state = {name: tensor.detach().cpu().clone() for name, tensor in model.module.state_dict().items()}
+    if dist.get_rank() == 0:
+        torch.save(model_state, os.path.join(out_dir, "model.pt"))
+        run.finish()
+    dist.barrier()  # no rank exits while rank 0 still writes its files
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

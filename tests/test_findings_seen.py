@@ -1,0 +1,147 @@
+"""Findings say what was seen in the script: the golden cases whose conversion leaves a part to the
+user (or refuses the file) report it, at its line, in words that name the script's own code."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from migrate import migrate_source
+
+CASES = Path(__file__).parent / "cases"
+
+EXPECTED = [
+    ("ddp/library_module", "MIG119", 15, "`train_one_epoch()` runs backward"),
+    ("deepspeed/library_module", "MIG119", 15, "no entry point"),
+    ("ddp/loader_elsewhere", "MIG101", 23, "made by `build_train_loader(...)` (line 20) in another module"),
+    ("ddp/loader_elsewhere", "MIG101", 23, "`val_loader` (line 21) do not feed backward"),
+    ("ddp/streaming_dataset", "MIG111", 23, "built by `ShuffledLineStream(...)` (line 36)"),
+    ("ddp/streaming_dataset", "MIG111", 40, "`streaming=True` makes it an IterableDataset"),
+    ("ddp/log_files", "MIG120", 31, "its body calls `model(...)`"),
+    ("ddp/cycle_loader", "MIG103", 22, "set_epoch"),
+]
+
+
+@pytest.mark.parametrize(("case", "code", "line", "words"), EXPECTED, ids=lambda v: str(v))
+def test_the_finding_names_what_was_seen(case: str, code: str, line: int, words: str) -> None:
+    source = CASES / f"{case}.in.py"
+    result = migrate_source(source.read_text(), source.parent.name, path="train.py")
+    matching = [f for f in result.findings if f.code == code and f.line == line]
+    assert matching, [f"{f.line}:{f.col} {f.code} {f.message}" for f in result.findings]
+    assert any(words in f.message for f in matching), [f.message for f in matching]
+
+
+REFUSED = """\
+import torch
+import torch.nn as nn
+
+
+class Agent(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.critic = nn.Linear(4, 1)
+
+    def get_value(self, x):
+        return self.critic(x)
+
+
+def train(agent, optimizer):
+    for step in range(100):
+        loss = agent.get_value(torch.randn(8, 4)).pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+
+agent = Agent()
+train(agent, torch.optim.Adam(agent.parameters(), lr=3e-4))
+"""
+
+
+def test_a_refused_file_keeps_no_setup_findings() -> None:
+    """A file a later step leaves unchanged must not report where setup *would* have gone."""
+    result = migrate_source(REFUSED, "ddp", path="train.py")
+    assert result.new == REFUSED
+    codes = {f.code for f in result.findings}
+    assert "MIG104" in codes and "MIG108" not in codes
+
+
+def test_nothing_is_guarded_outside_the_process_group() -> None:
+    """Output before setup (module level, the helper the entry point calls first) and after
+    teardown (after `main()` in the __main__ block) runs without a rank check."""
+    source = CASES / "ddp" / "helper_entry.in.py"
+    result = migrate_source(source.read_text(), "ddp", path="train.py")
+    lines = result.new.splitlines()
+    assert 'print("torch", torch.__version__)' in lines
+    assert '    print("done")' in lines
+    setup = next(i for i, line in enumerate(lines) if "init_process_group(" in line)
+    assert lines.index("    args = get_args()") < setup
+    assert all("init_process_group" not in line for line in lines[: lines.index("def main():")])
+
+
+SHARED_BUILDER = """\
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+
+def make_loader(n):
+    data = TensorDataset(torch.randn(n, 3), torch.randn(n, 1))
+    loader = DataLoader(data, batch_size=8, shuffle=True)
+    return loader
+
+
+def main():
+    model = torch.nn.Linear(3, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    train_loader = make_loader(64)
+    val_loader = make_loader(16)
+    for epoch in range(2):
+        for x, y in train_loader:
+            loss = ((model(x) - y) ** 2).mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+def test_a_loader_helper_shared_with_evaluation_is_noted() -> None:
+    result = migrate_source(SHARED_BUILDER, "ddp", path="train.py")
+    assert "sampler=DistributedSampler(data, shuffle=True)" in result.new
+    notes = [f.message for f in result.findings if f.code == "MIG004"]
+    assert any("`make_loader()` builds `val_loader` too" in m for m in notes), result.findings
+
+
+WRITER_READ = """\
+import torch
+from torch.utils.tensorboard import SummaryWriter
+
+
+def main():
+    writer = SummaryWriter()
+    print("logging to", writer.log_dir)
+    run_dir = writer.log_dir
+    model = torch.nn.Linear(2, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for step in range(10):
+        loss = model(torch.randn(4, 2)).pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        writer.add_scalar("loss", loss.item(), step)
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+def test_a_writer_handle_read_on_every_rank_is_reported() -> None:
+    result = migrate_source(WRITER_READ, "ddp", path="train.py")
+    assert "writer = SummaryWriter() if dist.get_rank() == 0 else None" in result.new
+    found = [f for f in result.findings if f.code == "MIG120"]
+    assert found and "`writer.log_dir`" in found[0].message and found[0].line == 8, result.findings
