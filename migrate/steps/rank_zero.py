@@ -216,14 +216,16 @@ def _report_handle_reads(ctx: Context) -> None:
     for create in ctx.facts.get("rank_zero_handles", []):  # type: ignore[union-attr]
         handles = {b.target for b in ctx.index.bindings if b.value is create.node}
         for use in ctx.index.attributes:
-            if use.owner not in handles or use.called or _on_rank_zero(ctx, use.place.stmt):
+            if use.owner not in handles or use.called or runs_on_rank_zero(ctx, use.place.stmt):
                 continue
             ctx.report("MIG120", f"`{ctx.code(use.node)}` reads a handle that is None on every rank but 0: guard that "
                        f"line with `if {ctx.rank_zero_test()}:` too (its calls are already moved to rank 0)", use.node)
             break
 
 
-def _on_rank_zero(ctx: Context, stmt: cst.BaseStatement) -> bool:
+def runs_on_rank_zero(ctx: Context, stmt: cst.BaseStatement) -> bool:
+    """Whether the statement (or one around it) runs on rank 0 only: guarded by the conversion or
+    by the script itself."""
     for ancestor in ctx.index.enclosing_statements(stmt):
         if ancestor in ctx.plan.guarded:
             return True

@@ -25,7 +25,7 @@ from migrate.analysis.entry import runs_in_process_group
 from migrate.analysis.index import CallSite, ScriptIndex, descendants, names_in, read_names, spell
 from migrate.analysis.training import argument, callee_scope, calls_in, contains
 from migrate.steps.base import Context, expression, statements
-from migrate.steps.rank_zero import RANK_WORDS, SAVES, may_be_collective
+from migrate.steps.rank_zero import RANK_WORDS, SAVES, may_be_collective, runs_on_rank_zero
 
 MAKE_DIRS = ("os.mkdir", "os.makedirs")
 DESTRUCTIVE = (
@@ -391,7 +391,7 @@ def _load_after_save(ctx: Context) -> None:
     for call in index.calls:
         keyword = WRITES_TO.get(call.name or "")
         target = argument(call.node, keyword, 1) if keyword is not None else None
-        if target is not None and _is_guarded(ctx, call.place.stmt):
+        if target is not None and runs_on_rank_zero(ctx, call.place.stmt):
             saved.setdefault(_normalized(ctx, target.value), call)
     done: set[int] = set()
     order = {stmt: i for i, stmt in enumerate(index.scope_of)}
@@ -404,9 +404,9 @@ def _load_after_save(ctx: Context) -> None:
         if id(stmt) in done or order.get(stmt, 0) < order.get(save.place.stmt, 0):
             continue
         done.add(id(stmt))
-        if every_rank_reaches(ctx, stmt) and not _is_guarded(ctx, stmt):
+        if every_rank_reaches(ctx, stmt) and not runs_on_rank_zero(ctx, stmt):
             ctx.plan.insert_above(stmt, _barrier(ctx, f"rank 0 has finished writing {ctx.code(source.value)}"))
-        elif not _is_guarded(ctx, stmt):
+        elif not runs_on_rank_zero(ctx, stmt):
             ctx.report("MIG120", f"`{ctx.code(call.node)}` reads a file only rank 0 writes, under a condition that may "
                        "differ between ranks, so no barrier was added: a rank may read it before rank 0 has written it; "
                        "add dist.barrier() where every rank passes before it", call.node)
@@ -414,14 +414,3 @@ def _load_after_save(ctx: Context) -> None:
 
 def _normalized(ctx: Context, node: cst.BaseExpression) -> str:
     return " ".join(ctx.code(node).split())
-
-
-def _is_guarded(ctx: Context, stmt: cst.BaseStatement) -> bool:
-    """Whether the statement (or one around it) runs on rank 0 only: guarded by the conversion or
-    by the script itself."""
-    for ancestor in ctx.index.enclosing_statements(stmt):
-        if ancestor in ctx.plan.guarded:
-            return True
-        if isinstance(ancestor, cst.If) and any(w in ctx.code(ancestor.test) for w in RANK_WORDS):
-            return True
-    return False

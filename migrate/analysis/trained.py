@@ -1,0 +1,416 @@
+"""Which modules training updates: the optimizers stepped in training, traced back to the
+expression that builds them, and the modules whose parameters they hold.
+
+A wrapper belongs around exactly those modules. A value called in the training loop is not
+necessarily one: a `transforms.Compose`, a tensor type (`Tensor = torch.cuda.FloatTensor`), a
+dataset class, a frozen feature extractor or an evaluation copy (`ema_model`) are called there too.
+When every stepped optimizer can be traced (`model.parameters()`, `itertools.chain(a.parameters(),
+b.parameters())`, param groups, a list built beside it), only the modules they hold are wrapped.
+
+Two values are the same module when they lead back to the same construction: through function
+parameters to every caller (constructors included), plain aliases (`net = model.to(device)`),
+and attributes of instances of this file's classes (`agent.net` is `self.net` of `Agent`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import libcst as cst
+
+from migrate.analysis.index import Binding, CallSite, Scope, ScriptIndex, child_nodes, descendants, spell
+from migrate.analysis.training import BUILTIN_NAMES, argument, callee_scope, calls_in
+
+PARAMETER_METHODS = frozenset({"parameters", "named_parameters"})
+# methods that return the module itself (or move it): `model.to(device)` is still `model`
+SAME_MODULE = frozenset({"to", "cuda", "cpu", "float", "half", "double", "bfloat16", "train", "eval", "requires_grad_", "type"})
+WRAPS = ("torch.nn.DataParallel", "torch.nn.parallel.DataParallel", "torch.compile")
+TENSOR_TYPE = re.compile(r"^torch(\.cuda)?\.\w*Tensor$")
+SCALERS = ("torch.cuda.amp.GradScaler", "torch.amp.GradScaler", "torch.cuda.amp.grad_scaler.GradScaler")
+MAX_DEPTH = 6
+
+# A root: ("binding", id of the statement that builds it) or ("class", name) for `self` inside
+# a class, or ("name", spelling, scope) when nothing in this file builds it.
+Root = tuple
+
+
+@dataclass(eq=False)
+class Owner:
+    """`model` in `torch.optim.Adam(model.parameters())`, where it is spelled."""
+
+    spelling: str
+    scope: Scope
+    node: cst.CSTNode  # the `.parameters()` call, or the call that builds the optimizer
+
+
+@dataclass(eq=False)
+class Stepped:
+    """An optimizer stepped in training, and what it holds (None: cannot be told)."""
+
+    spelling: str  # as stepped: "optimizer_G", "self.optimizer"
+    step: CallSite  # `optimizer.step()` / `scaler.step(optimizer)`
+    built: cst.BaseExpression | None  # the expression that builds it
+    owners: list[Owner] | None
+
+
+def stepped_optimizers(index: ScriptIndex, training: set[str]) -> list[Stepped]:
+    """Every `X.step()` (and `scaler.step(X)`) in a training scope whose X is an optimizer."""
+    schedulers = {b.target for b in index.bindings if _call_qualified(index, b.value).startswith("torch.optim.lr_scheduler")}
+    scalers = {b.target for b in index.bindings if _call_qualified(index, b.value) in SCALERS}
+    found: list[Stepped] = []
+    for call in index.calls:
+        func = call.node.func
+        if call.place.scope.name not in training or not isinstance(func, cst.Attribute) or func.attr.value != "step":
+            continue
+        owner = spell(func.value)
+        if owner is None:
+            continue
+        if call.node.args:
+            if owner not in scalers and "scaler" not in owner.lower():
+                continue
+            owner = spell(call.node.args[0].value)
+            if owner is None:
+                continue
+        if owner in schedulers or "sched" in owner.lower():
+            continue
+        values = resolve_values(index, owner, call.place.scope)
+        built = next((v for v, _ in values if _looks_like_optimizer(index, v)), None)
+        if built is None:
+            if values or "opt" not in owner.lower():
+                continue  # `ema.step()`, `env.step()`: not an optimizer
+            found.append(Stepped(owner, call, None, None))
+            continue
+        scope = next(s for v, s in values if v is built)
+        found.append(Stepped(owner, call, built, optimizer_owners(index, built, scope)))
+    return found
+
+
+def _looks_like_optimizer(index: ScriptIndex, value: cst.BaseExpression) -> bool:
+    if not isinstance(value, cst.Call):
+        return False
+    qualified = index.qualify(value.func) or ""
+    if qualified.startswith("torch.optim.lr_scheduler"):
+        return False
+    if qualified.startswith("torch.optim.") or "optim" in qualified.lower():
+        return True
+    return any(_is_parameters_call(c) for c in calls_in(value))
+
+
+def optimizer_owners(index: ScriptIndex, built: cst.BaseExpression, scope: Scope) -> list[Owner] | None:
+    """The modules whose parameters an optimizer holds; [] for one built over plain tensors
+    (`Adam([log_alpha])`); None when the parameters come from somewhere this file does not show."""
+    assert isinstance(built, cst.Call)
+    func = built.func
+    if isinstance(func, cst.Attribute) and not _is_torch(index, func) and "optim" in func.attr.value:
+        owner = spell(func.value)  # `model.configure_optimizers(...)`
+        return [Owner(owner, scope, built)] if owner else None
+    params = argument(built, "params", 0)
+    if params is None:
+        return None
+    direct = any(_is_parameters_call(c) for c in calls_in(params.value))
+    if (index.qualify(func) or "") in index.functions and not direct:
+        return None  # a builder of this file (`build_optimizer(cfg, model)`): not followed
+    owners = _held(index, params.value, scope, 0)
+    if owners:
+        return owners
+    return [] if isinstance(params.value, (cst.List, cst.Tuple)) else None
+
+
+def _held(index: ScriptIndex, expr: cst.BaseExpression, scope: Scope, depth: int) -> list[Owner]:
+    owners = [
+        Owner(owner, scope, call)
+        for call in calls_in(expr)
+        if _is_parameters_call(call) and (owner := spell(call.func.value)) is not None  # type: ignore[attr-defined]
+    ]
+    if depth >= MAX_DEPTH:
+        return owners
+    for name in _names_outside_parameter_calls(expr):
+        for value, where in resolve_values(index, name, scope):
+            owners.extend(_held(index, value, where, depth + 1))
+        owners.extend(_grown(index, name, scope))
+    return owners
+
+
+def _grown(index: ScriptIndex, name: str, scope: Scope) -> list[Owner]:
+    """`params += list(m.parameters())`, `params.extend(m.parameters())` in the same scope."""
+    owners: list[Owner] = []
+    for node in descendants(scope.node):
+        target: cst.BaseExpression | None = None
+        if isinstance(node, cst.AugAssign):
+            target, value = node.target, node.value
+        elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in ("extend", "append"):
+            target, value = node.func.value, node
+        if target is None or spell(target) != name:
+            continue
+        owners.extend(Owner(o, scope, c) for c in calls_in(value) if _is_parameters_call(c) and (o := spell(c.func.value)))  # type: ignore[attr-defined]
+    return owners
+
+
+def _names_outside_parameter_calls(expr: cst.BaseExpression) -> list[str]:
+    """The variables an optimizer's params expression reads, besides `x.parameters()` owners,
+    called functions, keywords and lambda bodies: `chain(a.parameters(), extra)` -> ["extra"]."""
+    found: list[str] = []
+    stack: list[cst.CSTNode] = [expr]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Call):
+            if _is_parameters_call(node):
+                continue
+            stack.extend(a.value for a in node.args)
+            continue
+        if isinstance(node, (cst.Lambda, cst.ListComp, cst.GeneratorExp, cst.SetComp, cst.DictComp)):
+            continue
+        if isinstance(node, (cst.Name, cst.Attribute)):
+            spelled = spell(node)
+            if spelled is not None and spelled not in BUILTIN_NAMES and spelled not in ("True", "False", "None"):
+                found.append(spelled)
+            continue
+        if isinstance(node, cst.DictElement):
+            stack.append(node.value)
+            continue
+        stack.extend(child_nodes(node))
+    return found
+
+
+def _is_parameters_call(call: cst.Call) -> bool:
+    return isinstance(call.func, cst.Attribute) and call.func.attr.value in PARAMETER_METHODS
+
+
+def _is_torch(index: ScriptIndex, func: cst.BaseExpression) -> bool:
+    return (index.qualify(func) or "").startswith("torch.")
+
+
+def _call_qualified(index: ScriptIndex, value: cst.BaseExpression | None) -> str:
+    return (index.qualify(value.func) or "") if isinstance(value, cst.Call) else ""
+
+
+# -- following values back to where they are built ------------------------------------------------
+
+
+def resolve_values(index: ScriptIndex, spelling: str, scope: Scope, depth: int = 0) -> list[tuple[cst.BaseExpression, Scope]]:
+    """The expressions a name can hold here, following parameters to every caller and plain
+    aliases (`optimizer = opt`); [] when nothing in this file binds it."""
+    if depth > MAX_DEPTH:
+        return []
+    if spelling in scope.params and "." not in spelling:
+        found: list[tuple[cst.BaseExpression, Scope]] = []
+        for passed, caller in passed_arguments(index, scope, spelling):
+            spelled = spell(passed)
+            if spelled is not None:
+                found.extend(resolve_values(index, spelled, caller, depth + 1))
+            else:
+                found.append((passed, caller))
+        return found
+    binding = _binding(index, spelling, scope)
+    if binding is None or binding.value is None:
+        return []
+    spelled = spell(binding.value)
+    if spelled is not None and not (spelled == spelling and binding.place.scope is scope):
+        return resolve_values(index, spelled, binding.place.scope, depth + 1) or [(binding.value, binding.place.scope)]
+    return [(binding.value, binding.place.scope)]
+
+
+def passed_arguments(index: ScriptIndex, scope: Scope, param: str) -> list[tuple[cst.BaseExpression, Scope]]:
+    """What each caller of `scope` passes for `param` (calls of a class count for its __init__)."""
+    if param not in scope.params or not isinstance(scope.node, cst.FunctionDef):
+        return []
+    position = scope.params.index(param) - (1 if scope.class_name else 0)
+    found: list[tuple[cst.BaseExpression, Scope]] = []
+    for call in calls_of(index, scope):
+        arg = argument(call.node, param, position)
+        if arg is not None:
+            found.append((arg.value, call.place.scope))
+    return found
+
+
+def calls_of(index: ScriptIndex, scope: Scope) -> list[CallSite]:
+    """The calls of a function of this file, a class's construction for its __init__."""
+    constructor = scope.class_name if scope.name.endswith(".__init__") else None
+    return [
+        c
+        for c in index.calls
+        if callee_scope(index, c) is scope or (constructor is not None and spell(c.node.func) == constructor)
+    ]
+
+
+def _binding(index: ScriptIndex, spelling: str, scope: Scope) -> Binding | None:
+    from migrate.analysis.models import home_binding
+
+    return home_binding(index, spelling, scope)
+
+
+def root(index: ScriptIndex, spelling: str, scope: Scope) -> Root:
+    """What a module value leads back to (see the module docstring)."""
+    seen: set[tuple[str, int]] = set()
+    for _ in range(MAX_DEPTH * 2):
+        if (spelling, id(scope)) in seen:
+            break
+        seen.add((spelling, id(scope)))
+        if spelling == "self" and scope.class_name:
+            return ("class", scope.class_name)
+        if spelling in scope.params and "." not in spelling:
+            passed = [(spell(v), s) for v, s in passed_arguments(index, scope, spelling)]
+            passed = [(p, s) for p, s in passed if p is not None]
+            if not passed:
+                return ("name", spelling, scope.name)
+            spelling, scope = passed[0]  # type: ignore[assignment]
+            continue
+        binding = _binding(index, spelling, scope)
+        if binding is None:
+            moved = _instance_attribute(index, spelling, scope)
+            if moved is not None:
+                spelling, scope = moved
+                continue
+            if "." in spelling and not spelling.startswith("self.") or spelling.count(".") > 1:
+                spelling = spelling.rsplit(".", 1)[0]  # `model.encoder` is part of `model`
+                continue
+            return ("name", spelling, scope.name)
+        inner = _same_module(index, binding.value)
+        if inner is None or (inner == spelling and binding.place.scope is scope):
+            return ("binding", id(binding.node))
+        spelling, scope = inner, binding.place.scope
+    return ("name", spelling, scope.name)
+
+
+def _instance_attribute(index: ScriptIndex, spelling: str, scope: Scope) -> tuple[str, Scope] | None:
+    """`agent.net`, `agent = Agent(...)` a class of this file -> `self.net` inside Agent."""
+    head, _, attribute = spelling.partition(".")
+    if not attribute or head == "self" or "." in attribute:
+        return None
+    for binding in index.bindings:
+        if binding.target != head or not isinstance(binding.value, cst.Call):
+            continue
+        cls = spell(_innermost_call(binding.value).func)
+        if cls in index.classes:
+            method = next((s for s in index.functions.values() if s.class_name == cls), None)
+            if method is not None:
+                return f"self.{attribute}", method
+    return None
+
+
+def _same_module(index: ScriptIndex, value: cst.BaseExpression | None) -> str | None:
+    """`model`, `model.to(device)`, `nn.DataParallel(model)`, `torch.compile(model)` -> "model"."""
+    if value is None:
+        return None
+    spelled = spell(value)
+    if spelled is not None:
+        return spelled
+    while isinstance(value, cst.Call):
+        func = value.func
+        if isinstance(func, cst.Attribute) and func.attr.value in SAME_MODULE:
+            value = func.value
+            continue
+        if index.qualify(func) in WRAPS and value.args:
+            value = value.args[0].value
+            continue
+        return None
+    return spell(value)
+
+
+def _innermost_call(value: cst.Call) -> cst.Call:
+    """`Net(...).to(device).eval()` -> `Net(...)`."""
+    while isinstance(value.func, cst.Attribute) and isinstance(value.func.value, cst.Call) and value.func.attr.value in SAME_MODULE:
+        value = value.func.value
+    return value
+
+
+def constructed_class(index: ScriptIndex, binding: Binding | None) -> str | None:
+    """The class of this file a binding builds (`net = Net().to(device)` -> "Net")."""
+    if binding is None or not isinstance(binding.value, cst.Call):
+        return None
+    name = spell(_innermost_call(binding.value).func)
+    return name if name in index.classes else None
+
+
+def binding_of_root(index: ScriptIndex, key: Root) -> Binding | None:
+    if key[0] != "binding":
+        return None
+    return next((b for b in index.bindings if id(b.node) == key[1]), None)
+
+
+def same_module(index: ScriptIndex, a: Root, b: Root) -> bool:
+    """Equal roots, or `self` of a class and a construction of that class."""
+    if a == b:
+        return True
+    for one, other in ((a, b), (b, a)):
+        if one[0] == "class" and other[0] == "binding":
+            return constructed_class(index, binding_of_root(index, other)) == one[1]
+    return False
+
+
+# -- values that are not modules ---------------------------------------------------------------
+
+
+def not_a_module(index: ScriptIndex, binding: Binding) -> str | None:
+    """Why a value called in training is not a module to wrap: a tensor type, a transform, a
+    dataset (or another class of this file that is no nn.Module); None when it may be one."""
+    value = binding.value
+    if value is None:
+        return None
+    if isinstance(value, cst.IfExp):
+        kinds = {_not_a_module_value(index, value.body), _not_a_module_value(index, value.orelse)}
+        return next(iter(kinds)) if len(kinds) == 1 else None
+    return _not_a_module_value(index, value)
+
+
+def _not_a_module_value(index: ScriptIndex, value: cst.BaseExpression) -> str | None:
+    qualified = index.qualify(value) if spell(value) is not None else None
+    if qualified is not None:
+        if TENSOR_TYPE.match(qualified):
+            return "a tensor type"
+        if qualified in index.classes and not is_module_class(index, qualified):
+            return f"the class `{qualified}`"
+        return None
+    if isinstance(value, cst.Call):
+        called = _innermost_call(value)
+        qualified = index.qualify(called.func) or ""
+        if qualified.startswith(("torchvision.transforms", "transforms.")):
+            return "a transform"
+        if qualified in index.classes and not is_module_class(index, qualified):
+            return f"an instance of `{qualified}`, not an nn.Module"
+        if isinstance(called.func, cst.Attribute) and called.func.attr.value == "get" and isinstance(called.func.value, cst.Dict):
+            return _classes_of_dict(index, called.func.value)
+    if isinstance(value, cst.Subscript) and isinstance(value.value, cst.Dict):
+        return _classes_of_dict(index, value.value)
+    return None
+
+
+def _classes_of_dict(index: ScriptIndex, table: cst.Dict) -> str | None:
+    names = [spell(e.value) for e in table.elements if isinstance(e, cst.DictElement)]
+    if names and all(n in index.classes and not is_module_class(index, n) for n in names):
+        return "a class picked from a table (" + ", ".join(f"`{n}`" for n in names) + ")"
+    return None
+
+
+def is_module_class(index: ScriptIndex, name: str, depth: int = 0) -> bool:
+    """Whether a class of this file is (or may be) an nn.Module: a base that is one, or a base
+    this file cannot see (imported from elsewhere, and not a dataset)."""
+    node = index.classes.get(name)
+    if node is None or depth > MAX_DEPTH:
+        return True
+    for base in node.bases:
+        qualified = index.qualify(base.value) or ""
+        last = qualified.rsplit(".", 1)[-1]
+        if qualified in index.classes:
+            if is_module_class(index, qualified, depth + 1):
+                return True
+            continue
+        if "Dataset" in last or "Sampler" in last or qualified in ("object", "") or qualified.startswith(("torchvision.transforms", "enum.", "typing.")):
+            continue
+        return True
+    return False
+
+
+def evaluation_copy(index: ScriptIndex, binding: Binding) -> bool:
+    """`ema_model = copy.deepcopy(model)` (maybe `.eval().requires_grad_(False)`), or a module built
+    with `requires_grad_(False)`: nothing trains it."""
+    value = binding.value
+    if not isinstance(value, cst.Call):
+        return False
+    if index.qualify(_innermost_call(value).func) == "copy.deepcopy":
+        return True
+    return any(
+        isinstance(c.func, cst.Attribute) and c.func.attr.value == "requires_grad_" and c.args and spell(c.args[0].value) == "False"
+        for c in calls_in(value)
+    )
