@@ -5,11 +5,14 @@ traced back to the statement that builds them, and the point after which the wra
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import libcst as cst
 
 from migrate.analysis.index import Binding, Scope, ScriptIndex, spell
 from migrate.analysis.sites import ModelSite
-from migrate.analysis.training import caller_arguments, calls_in, contains, is_local_callable
+from migrate.analysis.trained import Root, Stepped, evaluation_copy, not_a_module, root, same_module, stepped_optimizers
+from migrate.analysis.training import callee_scope, caller_arguments, calls_in, contains, is_local_callable
 
 LOSS_WORDS = ("loss", "criterion")
 SETUP_METHODS = frozenset({"to", "cuda", "load_state_dict", "half", "float", "bfloat16", "train", "requires_grad_"})
@@ -102,20 +105,87 @@ def climb_conditionals(index: ScriptIndex, stmt: cst.BaseStatement) -> cst.BaseS
     return stmt
 
 
-def find_models(index: ScriptIndex, training: set[str], training_calls: set[str]) -> list[ModelSite]:
-    sites: list[ModelSite] = []
-    seen: set[tuple[str, int]] = set()
-    for spelling, scope in forward_spellings(index, training).items():
-        home_spelling, home_scope = origin(index, spelling, scope)
+@dataclass(eq=False)
+class Candidate:
+    """A value called like a module in training, and where it is built."""
+
+    spelling: str  # as called
+    scope: Scope
+    home: str  # as bound where it is built
+    binding: Binding
+    key: Root
+    loss: bool  # named like a loss (`criterion`): wrapped only when an optimizer holds it
+
+
+def find_models(index: ScriptIndex, training: set[str], training_calls: set[str],
+                stepped: list[Stepped] | None = None) -> list[ModelSite]:
+    """The modules to wrap: those called in training whose parameters a stepped optimizer holds;
+    when an optimizer cannot be traced, every module called in training except losses,
+    evaluation copies and values that are no modules."""
+    return [_site(index, c.home, c.binding, training_calls) for c in trained_candidates(index, training, stepped)]
+
+
+def trained_candidates(index: ScriptIndex, training: set[str], stepped: list[Stepped] | None = None) -> list[Candidate]:
+    stepped = stepped_optimizers(index, training) if stepped is None else stepped
+    candidates = [c for c in _candidates(index, training, training) if not_a_module(index, c.binding) is None]
+    held = held_roots(index, stepped)
+    if held is None:
+        chosen = [c for c in candidates if not c.loss and not evaluation_copy(index, c.binding)]
+    else:
+        chosen = [c for c in candidates if any(same_module(index, c.key, h) for h in held)]
+        missing = [h for h in held if not any(same_module(index, c.key, h) for c in chosen)]
+        if missing:  # called only in a helper that training calls: `calc_loss(model, batch)`
+            helpers = _called_from(index, training) - training
+            chosen += [
+                c
+                for c in _candidates(index, helpers, training)
+                if any(same_module(index, c.key, h) for h in missing) and not_a_module(index, c.binding) is None
+            ]
+    kept: list[Candidate] = []
+    for candidate in chosen:
+        if not any(k.key == candidate.key or (k.home, id(k.binding.node)) == (candidate.home, id(candidate.binding.node)) for k in kept):
+            kept.append(candidate)
+    return kept
+
+
+def held_roots(index: ScriptIndex, stepped: list[Stepped]) -> list[Root] | None:
+    """The modules the stepped optimizers hold; None when one of them cannot be traced."""
+    if not stepped or any(s.owners is None for s in stepped):
+        return None
+    return [root(index, o.spelling, o.scope) for s in stepped for o in s.owners or ()]
+
+
+def _candidates(index: ScriptIndex, scopes: set[str], training: set[str]) -> list[Candidate]:
+    found: list[Candidate] = []
+    for call in index.calls:
+        if call.place.scope.name not in scopes or not is_local_callable(index, call):
+            continue
+        name = call.name or ""
+        if _bound_to_non_module(index, name):
+            continue
+        home_spelling, home_scope = origin(index, name, call.place.scope)
         binding = home_binding(index, home_spelling, home_scope)
         if binding is None:
             continue
-        key = (home_spelling, id(binding.node))
-        if key in seen:
-            continue
-        seen.add(key)
-        sites.append(_site(index, home_spelling, binding, training_calls))
-    return sites
+        loss = any(word in name.lower() for word in LOSS_WORDS)
+        found.append(Candidate(name, call.place.scope, home_spelling, binding, root(index, name, call.place.scope), loss))
+    return found
+
+
+def _called_from(index: ScriptIndex, scopes: set[str]) -> set[str]:
+    """The functions of this file that code in `scopes` calls, transitively."""
+    reached = set(scopes)
+    changed = True
+    while changed:
+        changed = False
+        for call in index.calls:
+            if call.place.scope.name not in reached:
+                continue
+            callee = callee_scope(index, call)
+            if callee is not None and callee.name not in reached:
+                reached.add(callee.name)
+                changed = True
+    return reached
 
 
 def _site(index: ScriptIndex, spelling: str, binding: Binding, training_calls: set[str]) -> ModelSite:

@@ -30,7 +30,7 @@ TENSOR_TYPE = re.compile(r"^torch(\.cuda)?\.\w*Tensor$")
 SCALERS = ("torch.cuda.amp.GradScaler", "torch.amp.GradScaler", "torch.cuda.amp.grad_scaler.GradScaler")
 MAX_DEPTH = 6
 
-# A root: ("binding", id of the statement that builds it) or ("class", name) for `self` inside
+# A root: ("binding", id of the statement that builds it, its target) or ("class", name) for `self` inside
 # a class, or ("name", spelling, scope) when nothing in this file builds it.
 Root = tuple
 
@@ -268,7 +268,7 @@ def root(index: ScriptIndex, spelling: str, scope: Scope) -> Root:
             return ("name", spelling, scope.name)
         inner = _same_module(index, binding.value)
         if inner is None or (inner == spelling and binding.place.scope is scope):
-            return ("binding", id(binding.node))
+            return ("binding", id(binding.node), binding.target)
         spelling, scope = inner, binding.place.scope
     return ("name", spelling, scope.name)
 
@@ -326,7 +326,7 @@ def constructed_class(index: ScriptIndex, binding: Binding | None) -> str | None
 def binding_of_root(index: ScriptIndex, key: Root) -> Binding | None:
     if key[0] != "binding":
         return None
-    return next((b for b in index.bindings if id(b.node) == key[1]), None)
+    return next((b for b in index.bindings if id(b.node) == key[1] and b.target == key[2]), None)
 
 
 def same_module(index: ScriptIndex, a: Root, b: Root) -> bool:

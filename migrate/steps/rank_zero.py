@@ -134,7 +134,7 @@ def collective_call(ctx: Context, node: cst.CSTNode) -> cst.Call | None:
     models = {m.spelling for m in ctx.sites.models} | {m.spelling.removeprefix("self.") for m in ctx.sites.models}
     for inner in calls_in(node):
         name = spell(inner.func) or ""
-        if name in models or any(spell(a.value) in models for a in inner.args):
+        if name in models or (any(spell(a.value) in models for a in inner.args) and not _only_reads(name)):
             return inner
         if (index.qualify(inner.func) or "").startswith("torch.distributed."):
             return inner
@@ -144,6 +144,15 @@ def collective_call(ctx: Context, node: cst.CSTNode) -> cst.Call | None:
         if scope is not None and _mentions(ctx, scope.node, models):
             return inner
     return None
+
+
+# Handed a model, these only read or format it (`print(model)` shows its layers): no forward runs.
+READS_ONLY = frozenset({"print", "str", "repr", "format", "len", "type", "id", "isinstance", "hasattr", "getattr", "vars"})
+LOG_METHODS = ("debug", "info", "warning", "warn", "error", "log", "write", "add_text")
+
+
+def _only_reads(name: str) -> bool:
+    return name in READS_ONLY or name.rsplit(".", 1)[-1] in LOG_METHODS and "." in name
 
 
 def _mentions(ctx: Context, node: cst.CSTNode, names: set[str]) -> bool:
