@@ -8,8 +8,9 @@ from migrate.analysis.devices import device_bindings
 from migrate.analysis.entry import find_entry
 from migrate.analysis.index import ScriptIndex, build_index, spell
 from migrate.analysis.loaders import find_epoch_loops, find_loaders, step_loops, training_loader_names
-from migrate.analysis.models import find_models, forward_spellings, origin
+from migrate.analysis.models import forward_spellings, model_site, origin, trained_candidates, unwrappable
 from migrate.analysis.sites import Accumulation, ModelSite, TrainingSites
+from migrate.analysis.trained import stepped_optimizers
 from migrate.analysis.training import backward_calls, calls_in, contains, training_scopes
 
 DISTRIBUTED_MARKERS = {
@@ -34,7 +35,11 @@ def analyze(module: cst.Module) -> TrainingSites:
         return sites
     sites.training_scopes = training_scopes(index, sites.backward_calls)
     training_names = {name.rsplit(".", 1)[-1] for name in sites.training_scopes if name != "<module>"}
-    sites.models = find_models(index, sites.training_scopes, training_names)
+    sites.stepped = stepped_optimizers(index, sites.training_scopes)
+    trained = trained_candidates(index, sites.training_scopes, sites.stepped)
+    sites.unwrappable = unwrappable(index, sites.training_scopes, sites.stepped, trained, sites.backward_calls[0].node)
+    if sites.unwrappable is None:
+        sites.models = [model_site(index, c, training_names) for c in trained]
     sites.optimizers = [c for c in index.calls if _is_optimizer(c.name)]
     sites.step_loops = step_loops(index, sites.training_scopes, {c.place.scope.name for c in sites.backward_calls})
     sites.loaders = find_loaders(index, training_loader_names(index, sites.step_loops), sites.step_loops)

@@ -299,8 +299,10 @@ class _Indexer(cst.CSTVisitor):
 
     def _bind(self, target: cst.BaseExpression, value: cst.BaseExpression | None, node: cst.Assign | cst.AnnAssign) -> None:
         if isinstance(target, (cst.Tuple, cst.List)):
-            for element in target.elements:
-                self._bind(element.value, None, node)
+            values = value.elements if isinstance(value, (cst.Tuple, cst.List)) else ()
+            paired = len(values) == len(target.elements) and not any(isinstance(v, cst.StarredElement) for v in values)
+            for position, element in enumerate(target.elements):  # `a, b = x, y` binds a to x
+                self._bind(element.value, values[position].value if paired else None, node)
             return
         name = spell(target)
         if name is not None:

@@ -9,9 +9,21 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from migrate.analysis.index import Binding, Scope, ScriptIndex, spell
+from migrate.analysis.index import AttributeUse, Binding, Scope, ScriptIndex, spell
 from migrate.analysis.sites import ModelSite
-from migrate.analysis.trained import Root, Stepped, evaluation_copy, not_a_module, root, same_module, stepped_optimizers
+from migrate.analysis.trained import (
+    Owner,
+    Root,
+    Stepped,
+    calls_of,
+    constructed_class,
+    evaluation_copy,
+    is_module_class,
+    not_a_module,
+    optimizer_owners,
+    root,
+    same_module,
+)
 from migrate.analysis.training import callee_scope, caller_arguments, calls_in, contains, is_local_callable
 
 LOSS_WORDS = ("loss", "criterion")
@@ -117,16 +129,14 @@ class Candidate:
     loss: bool  # named like a loss (`criterion`): wrapped only when an optimizer holds it
 
 
-def find_models(index: ScriptIndex, training: set[str], training_calls: set[str],
-                stepped: list[Stepped] | None = None) -> list[ModelSite]:
+def model_site(index: ScriptIndex, candidate: Candidate, training_calls: set[str]) -> ModelSite:
+    return _site(index, candidate.home, candidate.binding, training_calls)
+
+
+def trained_candidates(index: ScriptIndex, training: set[str], stepped: list[Stepped]) -> list[Candidate]:
     """The modules to wrap: those called in training whose parameters a stepped optimizer holds;
     when an optimizer cannot be traced, every module called in training except losses,
     evaluation copies and values that are no modules."""
-    return [_site(index, c.home, c.binding, training_calls) for c in trained_candidates(index, training, stepped)]
-
-
-def trained_candidates(index: ScriptIndex, training: set[str], stepped: list[Stepped] | None = None) -> list[Candidate]:
-    stepped = stepped_optimizers(index, training) if stepped is None else stepped
     candidates = [c for c in _candidates(index, training, training) if not_a_module(index, c.binding) is None]
     held = held_roots(index, stepped)
     if held is None:
@@ -307,3 +317,108 @@ def is_after(index: ScriptIndex, stmt: cst.BaseStatement, site: ModelSite) -> bo
         return index.scope_of.get(stmt) is not site.scope
     at = block.body.index(top)
     return at >= position if site.wrap_before is not None else at > position
+
+
+# Methods that do not run a module's computation: seeing them is no sign of how it is trained.
+NOT_COMPUTATION = frozenset(
+    {
+        "parameters", "named_parameters", "buffers", "named_buffers", "children", "modules", "named_modules",
+        "train", "eval", "zero_grad", "to", "cuda", "cpu", "float", "half", "double", "bfloat16", "type",
+        "state_dict", "load_state_dict", "requires_grad_", "apply", "register_buffer", "add_module", "size",
+    }
+)
+
+
+# An explanation: text, with nodes standing for "line N" of the script where they are.
+Explanation = list
+
+
+def unwrappable(index: ScriptIndex, training: set[str], stepped: list[Stepped], chosen: list[Candidate],
+                fallback: cst.CSTNode | None) -> tuple[Explanation, cst.CSTNode | None] | None:
+    """Why the module training updates cannot be wrapped (MIG104), in the script's own words;
+    None when every module a stepped optimizer holds is wrapped."""
+    for optimizer in stepped:
+        for owner in optimizer.owners or ():
+            if owner.spelling == "self" and optimizer.step.place.scope.class_name == owner.scope.class_name:
+                return _trains_itself(index, optimizer, owner), optimizer.step.node
+    held = held_roots(index, stepped)
+    reached = _called_from(index, training)
+    if held is not None:
+        for optimizer in stepped:
+            for owner in optimizer.owners or ():
+                key = root(index, owner.spelling, owner.scope)
+                if not any(same_module(index, c.key, key) for c in chosen):
+                    return _not_called(index, reached, owner, optimizer.spelling), owner.node
+        return None
+    if chosen:
+        return None
+    owners = [o for s in stepped for o in s.owners or ()] or _owners_of_any_optimizer(index)
+    if owners:
+        return _not_called(index, reached, owners[0], None), owners[0].node
+    module_call = _module_method_call(index, reached)
+    if module_call is not None:
+        owner, use = module_call
+        return [f"`{owner}` is called only through `{owner}.{use.node.attr.value}(...)` (line ", use.node, "), not through "
+                "its forward(): a wrapper only sees forward(), so its gradients would not be averaged; route the training "
+                "computation through forward(); the file is left unchanged"], use.node
+    return ["no module this file builds is called in the training code (it may be built or run in another module); "
+            "the file is left unchanged: wrap the trained module by hand"], fallback
+
+
+def _trains_itself(index: ScriptIndex, optimizer: Stepped, owner: Owner) -> Explanation:
+    method = optimizer.step.place.scope
+    callers = calls_of(index, method)
+    through: Explanation = [f", called as `{callers[0].name}(...)` (line ", callers[0].node, ")"] if callers else []
+    short = method.name.rsplit(".", 1)[-1]
+    return [f"`{optimizer.spelling}` holds the parameters of `{owner.scope.class_name}` itself (line ", owner.node,
+            f") and is stepped inside its own method `{method.name}()`", *through, ": the module runs its forward and its "
+            "update where a wrapper around the instance never sees them, so its gradients would not be averaged; "
+            "the file is left unchanged: call the instance (its forward) from the training code and step the "
+            f"optimizer there instead of in `{short}()`"]
+
+
+def _not_called(index: ScriptIndex, reached: set[str], owner: Owner, optimizer: str | None) -> Explanation:
+    spelled = owner.spelling if owner.spelling != "self" else f"self ({owner.scope.class_name})"
+    subject = f"`{optimizer}` steps the parameters of `{spelled}`" if optimizer else f"the optimizer's parameters come from `{spelled}`"
+    use = _method_use(index, reached, owner)
+    if use is not None:
+        called = f"{index.module.code_for_node(use.node.value)}.{use.node.attr.value}"
+        return [f"{subject} (line ", owner.node, f"), which is called only through `{called}(...)` (line ", use.node,
+                "), not through its forward(): a wrapper only sees forward(), so its gradients would not be averaged; "
+                "route the training computation through forward(); the file is left unchanged"]
+    return [f"{subject} (line ", owner.node, "), which the training code of this file never calls (it may run in another "
+            "module); the file is left unchanged: wrap it by hand where its forward runs"]
+
+
+def _method_use(index: ScriptIndex, reached: set[str], owner: Owner) -> AttributeUse | None:
+    """`agent.act(...)` for `agent.net` or `agent`, in training code or what it calls."""
+    target = owner.spelling
+    for use in index.attributes:
+        if not use.called or use.place.scope.name not in reached or use.node.attr.value in NOT_COMPUTATION:
+            continue
+        spelled, _scope = origin(index, use.owner, use.place.scope)
+        if spelled == target or target.startswith(spelled + "."):
+            return use
+    return None
+
+
+def _owners_of_any_optimizer(index: ScriptIndex) -> list[Owner]:
+    owners: list[Owner] = []
+    for call in index.calls:
+        if (call.name or "").startswith("torch.optim.") and "lr_scheduler" not in (call.name or ""):
+            owners.extend(optimizer_owners(index, call.node, call.place.scope) or [])
+    return owners
+
+
+def _module_method_call(index: ScriptIndex, reached: set[str]) -> tuple[str, AttributeUse] | None:
+    """A method of an instance of one of this file's nn.Module classes called in training."""
+    for use in index.attributes:
+        if not use.called or use.place.scope.name not in reached or use.node.attr.value in NOT_COMPUTATION:
+            continue
+        if use.owner == "self":
+            continue
+        spelled, scope = origin(index, use.owner, use.place.scope)
+        cls = constructed_class(index, home_binding(index, spelled, scope))
+        if cls is not None and is_module_class(index, cls) and f"{cls}.{use.node.attr.value}" in index.functions:
+            return use.owner, use
+    return None

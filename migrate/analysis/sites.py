@@ -76,3 +76,6 @@ class TrainingSites:
     device_bindings: list[Binding] = field(default_factory=list)
     already: str | None = None  # "DistributedDataParallel" etc. when the script is distributed
     notes: list[tuple[str, str, cst.CSTNode]] = field(default_factory=list)  # (code, message, node)
+    stepped: list = field(default_factory=list)  # trained.Stepped: the optimizers stepped in training
+    # why the trained module cannot be wrapped (MIG104): text and nodes that stand for their line, and where
+    unwrappable: tuple[list, cst.CSTNode | None] | None = None

@@ -174,7 +174,11 @@ def _names_outside_parameter_calls(expr: cst.BaseExpression) -> list[str]:
 
 
 def _is_parameters_call(call: cst.Call) -> bool:
-    return isinstance(call.func, cst.Attribute) and call.func.attr.value in PARAMETER_METHODS
+    """`model.parameters()`, `model.named_parameters()`, `model.get_1x_lr_params()`."""
+    if not isinstance(call.func, cst.Attribute):
+        return False
+    method = call.func.attr.value
+    return method in PARAMETER_METHODS or ("params" in method.lower() and method.lower().startswith(("get", "param")))
 
 
 def _is_torch(index: ScriptIndex, func: cst.BaseExpression) -> bool:

@@ -29,6 +29,9 @@ WRAPPER_SAFE = frozenset(
 )
 
 
+STATE_DICT = frozenset({"state_dict", "load_state_dict"})
+
+
 def ddp_wrap_code(ctx: Context, site: ModelSite) -> str:
     """`model = DDP(model)`: no device_ids, which torch allows for a module on one device (the
     script moves its inputs itself) and requires for a CPU module (`--device cpu` on a GPU host)."""
@@ -59,7 +62,8 @@ def wrap_models(ctx: Context, wrap_code=ddp_wrap_code) -> None:  # type: ignore[
         if ctx.options.sync_batchnorm:
             ctx.report("MIG107", "SyncBatchNorm conversion runs only when the model is on a GPU (it cannot run on the CPU)",
                        site.wrap_after or site.wrap_before)
-        unwrap_later_uses(ctx, site)
+        # replacing nn.DataParallel: its checkpoints already carry `module.`, and so do the wrapper's
+        unwrap_later_uses(ctx, site, WRAPPER_SAFE | STATE_DICT if site.data_parallel is not None else WRAPPER_SAFE)
 
 
 def report_unwrapped_model(ctx: Context) -> None:
@@ -83,8 +87,20 @@ def report_unwrapped_model(ctx: Context) -> None:
 def remove_data_parallel(ctx: Context, site: ModelSite) -> None:
     """An existing `model = nn.DataParallel(model)` (and an `if` that only holds it) goes."""
     if site.data_parallel is not None:
-        ctx.plan.remove(site.data_parallel)
+        wrap = _data_parallel_call(ctx, site.data_parallel)
+        inner = wrap.args[0].value if wrap is not None and wrap.args else None
+        if inner is not None and spell(inner) != site.spelling:
+            ctx.plan.replace_with(wrap, inner)  # `model = DataParallel(Net())` keeps `model = Net()`
+        else:
+            ctx.plan.remove(site.data_parallel)
         ctx.report("MIG003", f"nn.DataParallel on `{site.spelling}` removed; the distributed wrapper replaces it", site.data_parallel)
+
+
+def _data_parallel_call(ctx: Context, stmt: cst.BaseStatement) -> cst.Call | None:
+    for call in calls_in(stmt):
+        if (ctx.index.qualify(call.func) or "").endswith("DataParallel"):
+            return call
+    return None
 
 
 def unwrap_later_uses(ctx: Context, site: ModelSite, safe: frozenset[str] = WRAPPER_SAFE) -> None:
@@ -97,6 +113,8 @@ def unwrap_later_uses(ctx: Context, site: ModelSite, safe: frozenset[str] = WRAP
         if use.node.attr.value in safe:
             continue
         _through_module(ctx, use)
+    if "state_dict" in safe:
+        return
     for call in index.calls_named("torch.save"):
         first = call.node.args[0].value if call.node.args else None
         spelled = index.qualify(first) if first is not None else None

@@ -19,6 +19,7 @@ from migrate.steps.rank_zero import rank_zero
 from migrate.steps.scale_lr import scale_lr
 from migrate.steps.scheduler_checks import plateau_metric
 from migrate.steps.shared_files import shared_files
+from migrate.steps.trained_models import refuse_unwrappable
 from migrate.steps.wrap_model import wrap_models
 from migrate.targets.base import Target
 from migrate.templating import render
@@ -45,6 +46,7 @@ DDP = Target(
     name="ddp",
     framework="DistributedDataParallel",
     steps=(
+        refuse_unwrappable,
         init_process_group,
         local_rank_device,
         wrap_models,

@@ -22,6 +22,7 @@ from migrate.steps.local_rank_device import local_rank_device
 from migrate.steps.rank_zero import rank_zero
 from migrate.steps.scheduler_checks import plateau_metric
 from migrate.steps.shared_files import shared_files
+from migrate.steps.trained_models import refuse_unwrappable
 from migrate.targets.base import Target
 from migrate.targets.ddp import launch_script_path
 from migrate.templating import render
@@ -88,6 +89,7 @@ DEEPSPEED = Target(
     name="deepspeed",
     framework="DeepSpeed",
     steps=(
+        refuse_unwrappable,
         init_deepspeed,
         local_rank_argument,
         local_rank_device,

@@ -202,13 +202,16 @@ def check_steps(launch: Launch, nproc: int, expected: int, source: Source) -> Ch
         if end is not None and end["outcome"] == "error":
             check.detail.append(f"rank {rank} raised {end.get('error')} at {source.at(end.get('where'))}"
                                 f" after {record.steps} steps")
+        elif record.steps < expected and end is not None and end["outcome"] == "finished":
+            check.detail.append(f"rank {rank} ran {record.steps} steps and the script ended by itself"
+                                " (each rank has 1/N of the data)")
         elif record.steps < expected:
             stopped = last_user_frame(record.stack, source)
             how = f"; it was at {stopped} when it was stopped" if stopped else ""
             check.detail.append(f"rank {rank} reached {record.steps} of {expected} steps{how}")
-    if check.detail:
+    if any(" raised " in line or " reached " in line or "never started" in line for line in check.detail):
         check.status = FAILED
-    else:
+    elif not check.detail:
         check.detail.append(f"{nproc} ranks reached {expected} steps")
     return check
 
@@ -319,6 +322,9 @@ def layout_problem(layout: dict[str, Any], expected: list[dict[str, Any]]) -> st
     stripped = {k.removeprefix("module."): v for k, v in layout.items()}
     if any(stripped == e for e in expected) and stripped != layout:
         return "its keys carry the wrapper's `module.` prefix; the original model cannot load it strictly"
+    if any({k.removeprefix("module."): v for k, v in e.items()} == layout for e in expected):
+        return ("the original's keys carry nn.DataParallel's `module.` prefix and these do not: the original"
+                " script cannot load it as it is")
     if not any(set(layout) & set(e) for e in expected):
         return ""  # not a state dict of a trained model (optimizer, scaler...): nothing to compare
     closest = max(expected, key=lambda e: len(set(layout) & set(e)))
@@ -377,8 +383,9 @@ def check_compare(original: Launch, converted: Launch, nproc: int) -> Check:
     detail.append(f"weights after the last step: max |difference| {worst:.3g} (tolerance {WEIGHT_ATOL:g} + {WEIGHT_RTOL:g}*|w|)")
     loss_failed = any(line.startswith("loss differs") for line in detail)
     if failed or loss_failed:
-        hint = ("(BatchNorm statistics, dropout and other per-rank randomness make a distributed run differ: "
-                "--compare proves equality only for scripts without them)")
+        hint = ("(a distributed run differs when the script does not seed its model's initialisation, or uses "
+                "BatchNorm statistics, dropout or other per-rank randomness: --compare proves equality only for "
+                "seeded scripts without them)")
         return Check("compare", FAILED, failed[:MAX_LISTED] + detail + [hint])
     return Check("compare", PASSED, detail)
 

@@ -101,6 +101,8 @@ class Probe:
         if self.stop_pending:
             self.depth = 0
             raise StopVerify
+        if not has_parameters(module):
+            return  # a transform or a loss function, not a model being trained
         if not any(m is module for m in self.models):
             self.models.append(module)
             self.recorder.event("model", index=len(self.models) - 1, name=module_name(module),
@@ -154,6 +156,10 @@ def module_name(module: Any) -> str:
     if isinstance(inner, torch.nn.Module):
         return type(inner).__name__
     return type(module).__name__
+
+
+def has_parameters(module: Any) -> bool:
+    return next(iter(module.parameters()), None) is not None
 
 
 def layout(module: Any) -> dict[str, list[Any]]:

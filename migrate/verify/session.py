@@ -92,7 +92,9 @@ def copy_folder(source: Path, destination: Path) -> Path:
 def environment(options: VerifyOptions, folder: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in LAUNCH_VARIABLES}
     env.update(OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1", PYTHONDONTWRITEBYTECODE="1")
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(folder), os.environ.get("PYTHONPATH", "")) if p)
+    # the runs start in the copy: the caller's relative PYTHONPATH entries would point elsewhere
+    inherited = [os.path.abspath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    env["PYTHONPATH"] = os.pathsep.join([str(folder), *inherited])
     if not options.gpu:
         env["CUDA_VISIBLE_DEVICES"] = ""
         env["DS_ACCELERATOR"] = "cpu"
