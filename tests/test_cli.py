@@ -188,4 +188,5 @@ def test_a_model_driven_through_a_custom_method_is_left_unchanged(tmp_path: Path
     for command in ("to-ddp", "to-deepspeed"):
         result = migrate(command, "train.py", cwd=tmp_path)
         assert result.returncode == 0 and result.stdout == ""
-        assert "MIG104 `agent` is trained through `agent.get_value(...)`" in result.stderr
+        assert "train.py:18:13: MIG104 `optimizer` steps the parameters of `agent` (line 14), which is called only " \
+            "through `agent.get_value(...)` (line 18), not through its forward()" in result.stderr

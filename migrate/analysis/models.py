@@ -45,7 +45,8 @@ def forward_spellings(index: ScriptIndex, training: set[str]) -> dict[str, Scope
     return found
 
 
-def _bound_to_non_module(index: ScriptIndex, name: str) -> bool:
+def _bound_to_non_module(index: ScriptIndex, name: str, losses: bool = True) -> bool:
+    """A lambda, a partial, a functional, or (with `losses`) a `...Loss()`."""
     for binding in index.bindings:
         if binding.target != name or binding.value is None:
             continue
@@ -54,7 +55,7 @@ def _bound_to_non_module(index: ScriptIndex, name: str) -> bool:
             return True
         if isinstance(value, cst.Call):
             qualified = index.qualify(value.func) or ""
-            if qualified.endswith("Loss") or qualified.startswith(("torch.nn.functional", "functools.partial")):
+            if (losses and qualified.endswith("Loss")) or qualified.startswith(("torch.nn.functional", "functools.partial")):
                 return True
     return False
 
@@ -171,13 +172,13 @@ def _candidates(index: ScriptIndex, scopes: set[str], training: set[str]) -> lis
         if call.place.scope.name not in scopes or not is_local_callable(index, call):
             continue
         name = call.name or ""
-        if _bound_to_non_module(index, name):
+        if _bound_to_non_module(index, name, losses=False):
             continue
         home_spelling, home_scope = origin(index, name, call.place.scope)
         binding = home_binding(index, home_spelling, home_scope)
         if binding is None:
             continue
-        loss = any(word in name.lower() for word in LOSS_WORDS)
+        loss = any(word in name.lower() for word in LOSS_WORDS) or _bound_to_non_module(index, name)
         found.append(Candidate(name, call.place.scope, home_spelling, binding, root(index, name, call.place.scope), loss))
     return found
 
@@ -348,13 +349,13 @@ def unwrappable(index: ScriptIndex, training: set[str], stepped: list[Stepped], 
             for owner in optimizer.owners or ():
                 key = root(index, owner.spelling, owner.scope)
                 if not any(same_module(index, c.key, key) for c in chosen):
-                    return _not_called(index, reached, owner, optimizer.spelling), owner.node
+                    return _not_called(index, reached, owner, optimizer.spelling)
         return None
     if chosen:
         return None
     owners = [o for s in stepped for o in s.owners or ()] or _owners_of_any_optimizer(index)
     if owners:
-        return _not_called(index, reached, owners[0], None), owners[0].node
+        return _not_called(index, reached, owners[0], None)
     module_call = _module_method_call(index, reached)
     if module_call is not None:
         owner, use = module_call
@@ -377,7 +378,8 @@ def _trains_itself(index: ScriptIndex, optimizer: Stepped, owner: Owner) -> Expl
             f"optimizer there instead of in `{short}()`"]
 
 
-def _not_called(index: ScriptIndex, reached: set[str], owner: Owner, optimizer: str | None) -> Explanation:
+def _not_called(index: ScriptIndex, reached: set[str], owner: Owner, optimizer: str | None) -> tuple[Explanation, cst.CSTNode]:
+    """At the call that runs the module some other way, or else where the optimizer takes it."""
     spelled = owner.spelling if owner.spelling != "self" else f"self ({owner.scope.class_name})"
     subject = f"`{optimizer}` steps the parameters of `{spelled}`" if optimizer else f"the optimizer's parameters come from `{spelled}`"
     use = _method_use(index, reached, owner)
@@ -385,9 +387,9 @@ def _not_called(index: ScriptIndex, reached: set[str], owner: Owner, optimizer: 
         called = f"{index.module.code_for_node(use.node.value)}.{use.node.attr.value}"
         return [f"{subject} (line ", owner.node, f"), which is called only through `{called}(...)` (line ", use.node,
                 "), not through its forward(): a wrapper only sees forward(), so its gradients would not be averaged; "
-                "route the training computation through forward(); the file is left unchanged"]
-    return [f"{subject} (line ", owner.node, "), which the training code of this file never calls (it may run in another "
-            "module); the file is left unchanged: wrap it by hand where its forward runs"]
+                "route the training computation through forward(); the file is left unchanged"], use.node
+    return [f"{subject} (line ", owner.node, "), which the training code of this file never calls by name (it may run through a "
+            "container, a callback or another module); the file is left unchanged: wrap it by hand where its forward runs"], owner.node
 
 
 def _method_use(index: ScriptIndex, reached: set[str], owner: Owner) -> AttributeUse | None:

@@ -74,15 +74,16 @@ def stepped_optimizers(index: ScriptIndex, training: set[str]) -> list[Stepped]:
                 continue
         if owner in schedulers or "sched" in owner.lower():
             continue
-        values = resolve_values(index, owner, call.place.scope)
-        built = next((v for v, _ in values if _looks_like_optimizer(index, v)), None)
-        if built is None:
+        values = resolve_values(index, owner, call.place.scope, every=True)
+        built = [(v, s) for v, s in values if _looks_like_optimizer(index, v)]
+        if not built:
             if values or "opt" not in owner.lower():
                 continue  # `ema.step()`, `env.step()`: not an optimizer
             found.append(Stepped(owner, call, None, None))
             continue
-        scope = next(s for v, s in values if v is built)
-        found.append(Stepped(owner, call, built, optimizer_owners(index, built, scope)))
+        held = [optimizer_owners(index, v, s) for v, s in built]  # `if args.optimizer == "sgd": ... else: ...`
+        owners = None if any(h is None for h in held) else [o for h in held for o in h or ()]
+        found.append(Stepped(owner, call, built[-1][0], owners))
     return found
 
 
@@ -192,9 +193,11 @@ def _call_qualified(index: ScriptIndex, value: cst.BaseExpression | None) -> str
 # -- following values back to where they are built ------------------------------------------------
 
 
-def resolve_values(index: ScriptIndex, spelling: str, scope: Scope, depth: int = 0) -> list[tuple[cst.BaseExpression, Scope]]:
+def resolve_values(index: ScriptIndex, spelling: str, scope: Scope, depth: int = 0,
+                   every: bool = False) -> list[tuple[cst.BaseExpression, Scope]]:
     """The expressions a name can hold here, following parameters to every caller and plain
-    aliases (`optimizer = opt`); [] when nothing in this file binds it."""
+    aliases (`optimizer = opt`); [] when nothing in this file binds it. `every`: all the
+    bindings of its home scope, not only the last."""
     if depth > MAX_DEPTH:
         return []
     if spelling in scope.params and "." not in spelling:
@@ -202,17 +205,25 @@ def resolve_values(index: ScriptIndex, spelling: str, scope: Scope, depth: int =
         for passed, caller in passed_arguments(index, scope, spelling):
             spelled = spell(passed)
             if spelled is not None:
-                found.extend(resolve_values(index, spelled, caller, depth + 1))
+                found.extend(resolve_values(index, spelled, caller, depth + 1, every))
             else:
                 found.append((passed, caller))
         return found
     binding = _binding(index, spelling, scope)
     if binding is None or binding.value is None:
         return []
-    spelled = spell(binding.value)
-    if spelled is not None and not (spelled == spelling and binding.place.scope is scope):
-        return resolve_values(index, spelled, binding.place.scope, depth + 1) or [(binding.value, binding.place.scope)]
-    return [(binding.value, binding.place.scope)]
+    bindings = [binding]
+    if every:
+        bindings = [b for b in index.bindings if b.target == spelling and b.place.scope is binding.place.scope and b.value is not None]
+    found = []
+    for each in bindings:
+        assert each.value is not None
+        spelled = spell(each.value)
+        if spelled is not None and not (spelled == spelling and each.place.scope is scope):
+            found.extend(resolve_values(index, spelled, each.place.scope, depth + 1, every) or [(each.value, each.place.scope)])
+        else:
+            found.append((each.value, each.place.scope))
+    return found
 
 
 def passed_arguments(index: ScriptIndex, scope: Scope, param: str) -> list[tuple[cst.BaseExpression, Scope]]:
@@ -271,10 +282,27 @@ def root(index: ScriptIndex, spelling: str, scope: Scope) -> Root:
                 continue
             return ("name", spelling, scope.name)
         inner = _same_module(index, binding.value)
+        while inner == spelling and binding.place.scope is scope:  # `model = model.to(device)`: the one before
+            earlier = _earlier_binding(index, binding)
+            if earlier is None:
+                break
+            binding, inner = earlier, _same_module(index, earlier.value)
         if inner is None or (inner == spelling and binding.place.scope is scope):
             return ("binding", id(binding.node), binding.target)
         spelling, scope = inner, binding.place.scope
     return ("name", spelling, scope.name)
+
+
+def _earlier_binding(index: ScriptIndex, binding: Binding) -> Binding | None:
+    """The binding of the same name in the same scope (or class) just before this one."""
+    same = [
+        b
+        for b in index.bindings
+        if b.target == binding.target
+        and (b.place.scope is binding.place.scope or (binding.target.startswith("self.") and b.place.scope.class_name == binding.place.scope.class_name))
+    ]
+    position = next(i for i, b in enumerate(same) if b is binding)
+    return same[position - 1] if position > 0 else None
 
 
 def _instance_attribute(index: ScriptIndex, spelling: str, scope: Scope) -> tuple[str, Scope] | None:

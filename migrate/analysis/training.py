@@ -78,8 +78,9 @@ def is_local_callable(index: ScriptIndex, call: CallSite) -> bool:
         if "." in rest or not call.place.scope.class_name:
             return False
         return f"{call.place.scope.class_name}.{rest}" not in index.functions
+    shadowed = head in index.imports and any(b.target == head for b in index.bindings)  # `model = model.RNNModel(...)`
     return (
-        head not in index.imports
+        (head not in index.imports or shadowed)
         and head not in index.functions
         and head not in index.classes
         and head not in BUILTIN_NAMES

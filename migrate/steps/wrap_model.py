@@ -63,7 +63,10 @@ def wrap_models(ctx: Context, wrap_code=ddp_wrap_code) -> None:  # type: ignore[
             ctx.report("MIG107", "SyncBatchNorm conversion runs only when the model is on a GPU (it cannot run on the CPU)",
                        site.wrap_after or site.wrap_before)
         # replacing nn.DataParallel: its checkpoints already carry `module.`, and so do the wrapper's
-        unwrap_later_uses(ctx, site, WRAPPER_SAFE | STATE_DICT if site.data_parallel is not None else WRAPPER_SAFE)
+        if site.data_parallel is not None:
+            unwrap_later_uses(ctx, site, WRAPPER_SAFE | STATE_DICT, route_saves=False)
+        else:
+            unwrap_later_uses(ctx, site)
 
 
 def report_unwrapped_model(ctx: Context) -> None:
@@ -103,7 +106,7 @@ def _data_parallel_call(ctx: Context, stmt: cst.BaseStatement) -> cst.Call | Non
     return None
 
 
-def unwrap_later_uses(ctx: Context, site: ModelSite, safe: frozenset[str] = WRAPPER_SAFE) -> None:
+def unwrap_later_uses(ctx: Context, site: ModelSite, safe: frozenset[str] = WRAPPER_SAFE, route_saves: bool = True) -> None:
     """Uses of the model after the wrap that the wrapper does not answer go through `.module`."""
     index = ctx.index
     names = aliases(index, site)
@@ -113,13 +116,25 @@ def unwrap_later_uses(ctx: Context, site: ModelSite, safe: frozenset[str] = WRAP
         if use.node.attr.value in safe:
             continue
         _through_module(ctx, use)
-    if "state_dict" in safe:
+    if not route_saves:
         return
     for call in index.calls_named("torch.save"):
-        first = call.node.args[0].value if call.node.args else None
+        first = _saved_module(call.node.args[0].value) if call.node.args else None
         spelled = index.qualify(first) if first is not None else None
         if spelled and (spelled, call.place.scope.name) in names and is_after(index, call.place.stmt, site):
             ctx.plan.replace_with(first, expression(f"{spelled}.module"))
+
+
+# `torch.save(model.to("cpu"), path)` pickles what these return: the module they are called on
+SELF_RETURNING = frozenset({"to", "cpu", "cuda", "half", "float", "double", "bfloat16", "eval", "train"})
+
+
+def _saved_module(value: cst.BaseExpression) -> cst.BaseExpression:
+    """The module a `torch.save` pickles: `model` in `model`, `model.cpu()`, `model.to("cpu").eval()`."""
+    while (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)
+           and value.func.attr.value in SELF_RETURNING):
+        value = value.func.value
+    return value
 
 
 def _through_module(ctx: Context, use: AttributeUse) -> None:
