@@ -33,6 +33,9 @@ CODES: dict[str, tuple[Severity, str]] = {
     "MIG118": (Severity.WARNING, "optimizer state is sharded per rank: resume with the engine's own checkpoints"),
     "MIG119": (Severity.WARNING, "no entry point: the file only defines functions and classes (a library module); left unchanged"),
     "MIG120": (Severity.WARNING, "every rank touches the same file or directory and the conversion could not make it safe: do it on one rank"),
+    "MIG121": (Severity.WARNING, "a loop is left or a step skipped on a value of this rank's own batch: ranks diverge and hang"),
+    "MIG122": (Severity.WARNING, "a random number of backward passes: unless every rank draws the same, ranks diverge and hang"),
+    "MIG123": (Severity.WARNING, "weights are drawn again after the wrapper copied rank 0's: the replicas train apart"),
     "MIG901": (Severity.ERROR, "internal error: the rewritten file did not compile; the file is left untouched"),
 }
 

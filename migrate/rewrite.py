@@ -47,8 +47,12 @@ class EditPlan:
     def replace_with(self, node: cst.CSTNode, new: cst.CSTNode) -> None:
         self.replace(node, lambda _updated: new)
 
-    def insert_before(self, stmt: cst.BaseStatement, new: Sequence[cst.BaseStatement]) -> None:
-        self.before[stmt].extend(new)
+    def insert_before(self, stmt: cst.BaseStatement, new: Sequence[cst.BaseStatement], first: bool = False) -> None:
+        """Insert before `stmt`, after what other steps inserted there (`first`: ahead of it)."""
+        if first:
+            self.before[stmt][:0] = new
+        else:
+            self.before[stmt].extend(new)
 
     def insert_above(self, stmt: cst.BaseStatement, new: cst.BaseStatement) -> None:
         """Insert `new` before `stmt`, moving the comments and blank lines above `stmt` onto it."""

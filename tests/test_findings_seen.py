@@ -20,6 +20,17 @@ EXPECTED = [
     ("ddp/streaming_dataset", "MIG111", 40, "`streaming=True` makes it an IterableDataset"),
     ("ddp/log_files", "MIG120", 31, "its body calls `model(...)`"),
     ("ddp/cycle_loader", "MIG103", 22, "set_epoch"),
+    ("ddp/agent_method", "MIG104", 35, "`optimizer` steps the parameters of `agent.net` (line 31), which is called only "
+     "through `agent.act(...)` (line 35), which runs `self.net.policy_and_value(...)` (line 25), not through its forward()"),
+    ("deepspeed/agent_method", "MIG104", 35, "called only through `agent.act(...)` (line 35)"),
+    ("ddp/rank_divergence", "MIG121", 55, "`if loss.item() < args.target_loss:` ... `break` (line 55) leaves the training "
+     "loop on a value computed from this rank's own batch (`loss`)"),
+    ("ddp/rank_divergence", "MIG121", 55, "the others wait forever in the next gradient all-reduce"),
+    ("ddp/rank_divergence", "MIG122", 50, "`while done < micro_steps:` (line 50) repeats training steps at random"),
+    ("ddp/rank_divergence", "MIG123", 44, "`model.head.apply(init_weights)` (line 44) draws new weights for `model` after it "
+     "is wrapped (the wrapper goes after line 39)"),
+    ("ddp/self_update", "MIG104", 19, "holds the parameters of `QNet` itself (line 10) and is stepped inside its own "
+     "method `QNet.train_net()`, called as `q.train_net(...)` (line 31)"),
 ]
 
 
@@ -67,17 +78,19 @@ def test_a_refused_file_keeps_no_setup_findings() -> None:
     assert "MIG104" in codes and "MIG108" not in codes
 
 
-def test_nothing_is_guarded_outside_the_process_group() -> None:
-    """Output before setup (module level, the helper the entry point calls first) and after
-    teardown (after `main()` in the __main__ block) runs without a rank check."""
+def test_output_outside_the_process_group_asks_the_launcher_for_the_rank() -> None:
+    """Output before setup (module level, at import) and after teardown (after `main()` in the
+    __main__ block) cannot ask dist.get_rank(): it runs on rank 0 by the launcher's RANK."""
     source = CASES / "ddp" / "helper_entry.in.py"
     result = migrate_source(source.read_text(), "ddp", path="train.py")
     lines = result.new.splitlines()
-    assert 'print("torch", torch.__version__)' in lines
-    assert '    print("done")' in lines
+    at = lines.index('    print("torch", torch.__version__)')
+    assert lines[at - 1] == 'if os.environ.get("RANK", "0") == "0":'
+    done = lines.index('        print("done")')
+    assert lines[done - 1] == '    if os.environ.get("RANK", "0") == "0":'
     setup = next(i for i, line in enumerate(lines) if "init_process_group(" in line)
     assert lines.index("    args = get_args()") < setup
-    assert all("init_process_group" not in line for line in lines[: lines.index("def main():")])
+    assert all("init_process_group" not in line and "get_rank" not in line for line in lines[: lines.index("def main():")])
 
 
 SHARED_BUILDER = """\

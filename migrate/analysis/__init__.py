@@ -10,7 +10,7 @@ from migrate.analysis.index import ScriptIndex, build_index, spell
 from migrate.analysis.loaders import find_epoch_loops, find_loaders, step_loops, training_loader_names
 from migrate.analysis.models import forward_spellings, model_site, origin, trained_candidates, unwrappable
 from migrate.analysis.sites import Accumulation, ModelSite, TrainingSites
-from migrate.analysis.trained import stepped_optimizers
+from migrate.analysis.trained import Stepped, root, same_module, stepped_optimizers
 from migrate.analysis.training import backward_calls, calls_in, contains, training_scopes
 
 DISTRIBUTED_MARKERS = {
@@ -88,26 +88,87 @@ def _is_optimizer(name: str | None) -> bool:
 
 
 def _accumulations(sites: TrainingSites) -> list[Accumulation]:
-    """Micro-steps whose optimizer step sits under `if ... % n ...:` after the backward."""
+    """Micro-steps that skip an optimizer step: after a model's backward, the SAME optimizer (the
+    one holding that model's parameters) is stepped only under `if ... % n ...:`. An `if` that runs
+    a backward of its own before its step is another update on a schedule (a GAN's generator every
+    n_critic steps), not accumulation: the model before it syncs every step."""
     index = sites.index
     models = {m.spelling for m in sites.models}
+    roots = {m.spelling: root(index, m.spelling, m.scope) for m in sites.models}
+    stepped = {id(s.step.node): s for s in sites.stepped}
     found: list[Accumulation] = []
     for backward in sites.backward_calls:
         for ancestor in index.enclosing_statements(backward.place.stmt):
             if ancestor not in index.block_of:
                 continue
             block, position = index.block_of[ancestor]
-            step_if = next((s for s in block.body[position + 1 :] if _is_accumulation_if(s)), None)
-            if step_if is None:
+            later = list(block.body[position + 1 :])
+            step_ifs = [s for s in later if _is_accumulation_if(s)]
+            if not step_ifs:
                 continue
-            first = next((s for s in block.body[: position + 1] if _forwards(s, models, index)), None)
-            model = _forwarded_model(first, models, index) if first is not None else None
-            if first is not None and model is not None and isinstance(step_if, cst.If):
-                found.append(Accumulation(condition=step_if.test, first=first, last=ancestor, model=model))
-            else:
-                sites.notes.append(("MIG109", "the forward pass is not in the same loop body as backward", ancestor))
+            for step_if in step_ifs:
+                assert isinstance(step_if, cst.If)
+                skipped = _skipped_steps(index, step_if, stepped)
+                if skipped is None:
+                    break  # the `if` holds an update of its own
+                elsewhere = [s for s in later if s is not step_if]
+                held = [
+                    m for m in sorted(models)
+                    if _holds(index, skipped, roots[m]) and not _stepped_in(index, elsewhere, skipped, roots[m], stepped)
+                ]
+                if not held:
+                    continue  # `if step % 100 == 0: scheduler.step()`, or another model's optimizer
+                first, model = _first_forward(block.body[: position + 1], held, index)
+                if first is not None and model is not None:
+                    found.append(Accumulation(condition=step_if.test, first=first, last=ancestor, model=model))
+                elif not any(_forwards(s, models, index) for s in block.body[: position + 1]):
+                    sites.notes.append(("MIG109", "the forward pass is not in the same loop body as backward", ancestor))
+                break
             break
     return found
+
+
+def _skipped_steps(index: ScriptIndex, step_if: cst.If, stepped: dict[int, Stepped]) -> list[Stepped | None] | None:
+    """The optimizers the `if` steps (None for a `.step()` this analysis did not take for an
+    optimizer's); None when a backward runs in the `if` before its step."""
+    found: list[Stepped | None] = []
+    for call in calls_in(step_if.body):
+        if isinstance(call.func, cst.Attribute) and call.func.attr.value == "backward" and not found:
+            return None
+        if isinstance(call.func, cst.Attribute) and call.func.attr.value == "step":
+            found.append(stepped.get(id(call)))
+    return found
+
+
+def _holds(index: ScriptIndex, skipped: list[Stepped | None], key: tuple) -> bool:
+    """Whether one of the optimizers holds the model (an optimizer that cannot be traced may)."""
+    for optimizer in skipped:
+        if optimizer is None:
+            continue
+        if optimizer.owners is None or any(same_module(index, root(index, o.spelling, o.scope), key) for o in optimizer.owners):
+            return True
+    return False
+
+
+def _stepped_in(index: ScriptIndex, statements: list[cst.BaseStatement], skipped: list[Stepped | None], key: tuple,
+                stepped: dict[int, Stepped]) -> bool:
+    """Whether the model's optimizer is also stepped outside the `if` (then nothing is skipped)."""
+    names = {s.spelling for s in skipped if s is not None}
+    for stmt in statements:
+        for call in calls_in(stmt):
+            optimizer = stepped.get(id(call))
+            if optimizer is not None and optimizer.spelling in names and _holds(index, [optimizer], key):
+                return True
+    return False
+
+
+def _first_forward(statements: list[cst.BaseStatement], held: list[str], index: ScriptIndex) -> tuple[cst.BaseStatement | None, str | None]:
+    """The first statement that calls one of the models, and that model."""
+    for stmt in statements:
+        model = _forwarded_model(stmt, set(held), index)
+        if model is not None:
+            return stmt, model
+    return None, None
 
 
 def _is_accumulation_if(stmt: cst.BaseStatement) -> bool:

@@ -74,6 +74,21 @@ def _entry_in(
                  teardown_before_return=returns, found=found)
 
 
+def returns_plain_value(entry: Entry) -> bool:
+    """The entry ends in a `return` whose value calls nothing (`return 0`, `return best`): teardown
+    can go right before it. `return train(args)` still trains: teardown must wait for the value."""
+    value = entry.teardown_before_return.value if entry.teardown_before_return is not None else None
+    return entry.teardown_before_return is not None and (
+        value is None or not any(isinstance(n, cst.Call) for n in _walk(value)))
+
+
+def _walk(node: cst.CSTNode) -> list[cst.CSTNode]:
+    found = [node]
+    for child in node.children:
+        found += _walk(child)
+    return found
+
+
 def _last_runnable(index: ScriptIndex, body: list[cst.BaseStatement]) -> cst.BaseStatement | None:
     """The last statement of the block, not counting a trailing `if __name__ == "__main__":`."""
     for stmt in reversed(body):
@@ -105,7 +120,9 @@ def _returns_parsed_args(index: ScriptIndex, helper: Scope) -> bool:
         if isinstance(node, cst.Return) and node.value is not None:
             if any(_is_parse_args(c) for c in calls_in(node.value)):
                 return True
-            if contains(node.value, lambda n: isinstance(n, cst.Name) and n.value in parsed):
+            returned = [e.value for e in node.value.elements] if isinstance(node.value, cst.Tuple) else [node.value]
+            # `return args` or `return args, cfg`; not `return train(args)`, which uses them
+            if any(isinstance(value, cst.Name) and value.value in parsed for value in returned):
                 return True
     return False
 
@@ -224,7 +241,7 @@ def _within_span(entry: Entry, position: int) -> bool:
     start = body.index(entry.setup_before) if entry.setup_before is not None else len(body)
     if entry.teardown_after is None or entry.teardown_after not in body:
         return position >= start
-    end = body.index(entry.teardown_after) - (1 if entry.teardown_before_return is not None else 0)
+    end = body.index(entry.teardown_after) - (1 if returns_plain_value(entry) else 0)
     return start <= position <= end
 
 

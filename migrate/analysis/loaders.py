@@ -24,8 +24,9 @@ def step_loops(index: ScriptIndex, training: set[str], backward_scopes: set[str]
     for loop in index.loops:
         if not isinstance(loop.node, cst.For) or loop.place.scope.name not in training:
             continue
-        if _runs_training(index, loop, training) and not any(
-            inner is not loop and inner.node in _loops_below(index, loop) and _runs_training(index, inner, training)
+        if _runs_training(index, loop, training) and not any(  # a `while` of micro-steps inside is part of the step
+            inner is not loop and isinstance(inner.node, cst.For) and inner.node in _loops_below(index, loop)
+            and _runs_training(index, inner, training)
             for inner in index.loops
         ):
             found.append(loop)

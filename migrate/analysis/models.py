@@ -5,11 +5,13 @@ traced back to the statement that builds them, and the point after which the wra
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 
 import libcst as cst
 
-from migrate.analysis.index import AttributeUse, Binding, Scope, ScriptIndex, spell
+from migrate.analysis.divergence import base_spelling, reinitialization
+from migrate.analysis.index import AttributeUse, Binding, Scope, ScriptIndex, descendants, spell
 from migrate.analysis.sites import ModelSite
 from migrate.analysis.trained import (
     Owner,
@@ -24,7 +26,15 @@ from migrate.analysis.trained import (
     root,
     same_module,
 )
-from migrate.analysis.training import callee_scope, caller_arguments, calls_in, contains, is_local_callable
+from migrate.analysis.training import (
+    argument,
+    callee_scope,
+    caller_arguments,
+    calls_in,
+    class_of_binding,
+    contains,
+    is_local_callable,
+)
 
 LOSS_WORDS = ("loss", "criterion")
 SETUP_METHODS = frozenset({"to", "cuda", "load_state_dict", "half", "float", "bfloat16", "train", "requires_grad_"})
@@ -163,7 +173,7 @@ def held_roots(index: ScriptIndex, stepped: list[Stepped]) -> list[Root] | None:
     """The modules the stepped optimizers hold; None when one of them cannot be traced."""
     if not stepped or any(s.owners is None for s in stepped):
         return None
-    return [root(index, o.spelling, o.scope) for s in stepped for o in s.owners or ()]
+    return [root(index, o.spelling, o.scope) for s in stepped for o in s.owners or ()] or None  # [`log_alpha`]: no module
 
 
 def _candidates(index: ScriptIndex, scopes: set[str], training: set[str]) -> list[Candidate]:
@@ -205,13 +215,20 @@ def _site(index: ScriptIndex, spelling: str, binding: Binding, training_calls: s
     data_parallel = _data_parallel_statement(index, spelling, block)
     wrap_after: cst.BaseStatement | None = anchor
     wrap_before: cst.BaseStatement | None = None
+    names = _same_module_names(index, spelling, binding)
     for stmt in block.body[position + 1 :]:
         if _compiles(index, stmt, spelling):
             wrap_before, wrap_after = stmt, None
             break
+        if reinitialization(index, stmt, names) is not None and not isinstance(stmt, (cst.For, cst.While)):
+            wrap_after = stmt  # `model.apply(init_weights)`: the wrapper copies rank 0's weights, so after it
+            continue
+        if _freezes(stmt, names):
+            wrap_after = stmt  # DDP registers the parameters that require grad when it is built
+            continue
         if _starts_training(index, stmt, spelling, training_calls):
             break
-        if _sets_up(stmt, spelling) and stmt is not data_parallel:
+        if (_sets_up(stmt, spelling) or _adjusts(index, stmt, names)) and stmt is not data_parallel:
             wrap_after = stmt
     return ModelSite(
         spelling=spelling,
@@ -220,6 +237,14 @@ def _site(index: ScriptIndex, spelling: str, binding: Binding, training_calls: s
         wrap_before=wrap_before,
         data_parallel=data_parallel,
     )
+
+
+def _same_module_names(index: ScriptIndex, spelling: str, binding: Binding) -> set[str]:
+    """The model's name and the other names of its scope bound to the same module (`net = ssd_net`)."""
+    scope = binding.place.scope
+    key = root(index, spelling, scope)
+    others = {b.target for b in index.bindings if b.place.scope is scope and b.target != spelling and "." not in b.target}
+    return {spelling} | {name for name in others if same_module(index, root(index, name, scope), key)}
 
 
 def _data_parallel_statement(index: ScriptIndex, spelling: str, block: cst.CSTNode) -> cst.BaseStatement | None:
@@ -265,19 +290,78 @@ def _starts_training(index: ScriptIndex, stmt: cst.BaseStatement, spelling: str,
             return True
         qualified = index.qualify(call.func) or ""
         passes_model = any(spell(a.value) == spelling for a in call.args)
+        if passes_model and _runs_no_forward(index, index.functions.get(qualified)):
+            continue  # `count_parameters(model)`: looks at the weights, runs nothing
         if passes_model and not qualified.startswith("torch.") and qualified not in DATA_PARALLEL:
             return True
     return False
 
 
+def _runs_no_forward(index: ScriptIndex, scope: Scope | None, seen: frozenset[str] = frozenset()) -> bool:
+    """A function of this file that never runs a forward of what it is given: it calls neither its
+    arguments nor a method of theirs other than `parameters()` and the like, and the functions it
+    calls do the same (`count_parameters(model)`, `replace_linear_with_lora(model, ...)`)."""
+    if scope is None or not isinstance(scope.node, cst.FunctionDef) or scope.class_name:
+        return False
+    for call in calls_in(scope.node.body):
+        name = spell(call.func) or ""
+        head, _, method = name.partition(".")
+        if head in scope.params and (not method or method not in NOT_COMPUTATION):
+            return False
+        if name.startswith("self."):
+            return False
+        if name in index.functions and name not in seen and name != scope.name:
+            if not _runs_no_forward(index, index.functions[name], seen | {scope.name}):
+                return False
+    return True
+
+
+def _adjusts(index: ScriptIndex, stmt: cst.BaseStatement, names: set[str]) -> bool:
+    """Freezes, unfreezes or rebuilds parts of the model without running it, possibly under an
+    `if` (`if args.lora: replace_linear_with_lora(model, ...)`)."""
+    if any(isinstance(n, cst.For) and _freezes(n, names) for n in descendants(stmt)):
+        return True
+    return any(
+        spell(call.func) in index.functions and any(spell(a.value) in names for a in call.args)
+        and _runs_no_forward(index, index.functions[spell(call.func) or ""])
+        for call in calls_in(stmt)
+    )
+
+
+def _freezes(stmt: cst.BaseStatement, names: set[str]) -> bool:
+    """`for p in model.parameters(): p.requires_grad = False` (or of a part of the model): it only
+    sets which weights train, nothing runs."""
+    if not isinstance(stmt, cst.For) or not isinstance(stmt.iter, cst.Call) or not isinstance(stmt.iter.func, cst.Attribute):
+        return False
+    owner = base_spelling(stmt.iter.func.value) or ""
+    if stmt.iter.func.attr.value not in ("parameters", "named_parameters", "modules", "named_modules", "children"):
+        return False
+    if not any(owner == n or owner.startswith(n + ".") for n in names):
+        return False
+    return all(
+        isinstance(s, cst.SimpleStatementLine) and all(_sets_requires_grad(small) for small in s.body)
+        for s in stmt.body.body
+    ) if isinstance(stmt.body, cst.IndentedBlock) else False
+
+
+def _sets_requires_grad(small: cst.BaseSmallStatement) -> bool:
+    if isinstance(small, cst.Assign):
+        return all(isinstance(t.target, cst.Attribute) and t.target.attr.value == "requires_grad" for t in small.targets)
+    if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call) and isinstance(small.value.func, cst.Attribute):
+        return small.value.func.attr.value in ("requires_grad_", "eval", "train")
+    return False
+
+
 def _sets_up(stmt: cst.BaseStatement, spelling: str) -> bool:
-    """Moves, loads or rebinds the model (`model.to(device)`, `model.load_state_dict(...)`)."""
+    """Moves, loads or rebinds the model (`model.to(device)`, `model.load_state_dict(...)`), or
+    replaces a part of it (`model.out_head = nn.Linear(...)`)."""
 
     def is_setup(node: cst.CSTNode) -> bool:
         if isinstance(node, cst.Attribute) and node.attr.value in SETUP_METHODS:
             return spell(node.value) == spelling
         if isinstance(node, cst.AssignTarget):
-            return spell(node.target) == spelling
+            target = spell(node.target) or ""
+            return target == spelling or (target.startswith(spelling + ".") and target.count(".") == spelling.count(".") + 1)
         return False
 
     return contains(stmt, is_setup)
@@ -285,7 +369,44 @@ def _sets_up(stmt: cst.BaseStatement, spelling: str) -> bool:
 
 
 def aliases(index: ScriptIndex, site: ModelSite) -> set[tuple[str, str]]:
-    """(spelling, scope name) pairs under which the wrapped model is reached after wrapping."""
+    """(spelling, scope name) pairs under which the wrapped model is reached after wrapping: the
+    site itself, `trainer.model` for a `self.model` site, the class's methods, functions that use a
+    module-level model, and the parameters of functions of this file that receive it (every caller
+    followed, a few levels up: `sample(model, ...)`, `sample(self.model, ...)`, `log(net=model)`).
+    A parameter that some callers give the wrapped model and others something else (the unwrapped
+    module, an EMA copy) is among them too: `unwrapped_too` names those."""
+    cached = _ALIASES.get(site)
+    if cached is not None and cached[0] is index:
+        return set(cached[1])
+    found = _direct_aliases(index, site)
+    direct = set(found)
+    for scope in index.functions.values():
+        for param in scope.params:
+            if _receives(index, site, param, scope, direct) in (WRAPPED, MIXED):
+                found.add((param, scope.name))
+    _ALIASES[site] = (index, frozenset(found))
+    return found
+
+
+_ALIASES: weakref.WeakKeyDictionary[ModelSite, tuple[ScriptIndex, frozenset[tuple[str, str]]]] = weakref.WeakKeyDictionary()
+
+
+def unwrapped_too(index: ScriptIndex, site: ModelSite) -> set[tuple[str, str]]:
+    """(parameter, function) pairs among `aliases` that other callers pass something else than the
+    wrapped model: there the model is reached as `getattr(x, "module", x)`."""
+    direct = _direct_aliases(index, site)
+    return {
+        (param, scope.name)
+        for scope in index.functions.values()
+        for param in scope.params
+        if _receives(index, site, param, scope, direct) == MIXED
+    }
+
+
+WRAPPED, OTHER, MIXED = "wrapped", "other", "mixed"
+
+
+def _direct_aliases(index: ScriptIndex, site: ModelSite) -> set[tuple[str, str]]:
     found = {(site.spelling, site.scope.name)}
     if site.spelling.startswith("self.") and site.scope.class_name:
         attribute = site.spelling.removeprefix("self.")
@@ -297,15 +418,40 @@ def aliases(index: ScriptIndex, site: ModelSite) -> set[tuple[str, str]]:
             if scope.class_name == site.scope.class_name:
                 found.add((site.spelling, scope.name))
             continue
-        for param in scope.params:
-            if origin(index, param, scope) == (site.spelling, site.scope):
-                found.add((param, scope.name))
         uses_global = site.scope.is_module and site.spelling not in scope.params and not any(
             b.target == site.spelling and b.place.scope is scope for b in index.bindings
         )
         if uses_global:
             found.add((site.spelling, scope.name))
     return found
+
+
+def _receives(index: ScriptIndex, site: ModelSite, param: str, scope: Scope, direct: set[tuple[str, str]],
+              depth: int = 0) -> str | None:
+    """What the callers of `scope` pass for `param`: the wrapped model (WRAPPED), something else
+    (OTHER), both (MIXED); None when no caller of this file is seen."""
+    if depth > 4 or param == "self" or not isinstance(scope.node, cst.FunctionDef):
+        return None
+    position = scope.params.index(param) - (1 if scope.class_name else 0)
+    kinds: set[str] = set()
+    for call in calls_of(index, scope):
+        arg = argument(call.node, param, position)
+        if arg is None:
+            continue
+        spelled = spell(arg.value)
+        caller = call.place.scope
+        if spelled is not None and spelled in caller.params and (spelled, caller.name) not in direct:
+            kind = _receives(index, site, spelled, caller, direct, depth + 1)
+            kinds.update((WRAPPED, OTHER) if kind == MIXED else {kind or OTHER})
+        elif spelled is not None and (spelled, caller.name) in direct:
+            kinds.add(WRAPPED if is_after(index, call.place.stmt, site) else OTHER)
+        else:
+            kinds.add(OTHER)
+    if not kinds:
+        return None
+    if kinds == {WRAPPED}:
+        return WRAPPED
+    return MIXED if WRAPPED in kinds else OTHER
 
 
 def is_after(index: ScriptIndex, stmt: cst.BaseStatement, site: ModelSite) -> bool:
@@ -326,6 +472,7 @@ NOT_COMPUTATION = frozenset(
         "parameters", "named_parameters", "buffers", "named_buffers", "children", "modules", "named_modules",
         "train", "eval", "zero_grad", "to", "cuda", "cpu", "float", "half", "double", "bfloat16", "type",
         "state_dict", "load_state_dict", "requires_grad_", "apply", "register_buffer", "add_module", "size",
+        "named_children", "register_parameter", "get_submodule", "numel",
     }
 )
 
@@ -385,9 +532,11 @@ def _not_called(index: ScriptIndex, reached: set[str], owner: Owner, optimizer: 
     use = _method_use(index, reached, owner)
     if use is not None:
         called = f"{index.module.code_for_node(use.node.value)}.{use.node.attr.value}"
-        return [f"{subject} (line ", owner.node, f"), which is called only through `{called}(...)` (line ", use.node,
-                "), not through its forward(): a wrapper only sees forward(), so its gradients would not be averaged; "
-                "route the training computation through forward(); the file is left unchanged"], use.node
+        inside = _runs_inside(index, use, owner)
+        runs: Explanation = [f", which runs `{index.module.code_for_node(inside.node)}(...)` (line ", inside.node, ")"] if inside else []
+        return [f"{subject} (line ", owner.node, f"), which is called only through `{called}(...)` (line ", use.node, ")",
+                *runs, ", not through its forward(): a wrapper only sees forward(), so its gradients would not be "
+                "averaged; route the training computation through forward(); the file is left unchanged"], use.node
     return [f"{subject} (line ", owner.node, "), which the training code of this file never calls by name (it may run through a "
             "container, a callback or another module); the file is left unchanged: wrap it by hand where its forward runs"], owner.node
 
@@ -402,6 +551,24 @@ def _method_use(index: ScriptIndex, reached: set[str], owner: Owner) -> Attribut
         if spelled == target or target.startswith(spelled + "."):
             return use
     return None
+
+
+def _runs_inside(index: ScriptIndex, use: AttributeUse, owner: Owner) -> AttributeUse | None:
+    """In `agent.act` (a method of this file), the call of a method of `self.net` for `agent.net`."""
+    head, _, attribute = owner.spelling.partition(".")
+    if use.owner != head or not attribute or "." in attribute:
+        return None
+    cls = class_of_binding(index, head, use.place.scope) or next(
+        (c for b in index.bindings if b.target == head and (c := constructed_class(index, b))), None
+    )
+    method = index.functions.get(f"{cls}.{use.node.attr.value}") if cls else None
+    if method is None:
+        return None
+    return next(
+        (u for u in index.attributes if u.place.scope is method and u.owner == f"self.{attribute}" and u.called
+         and u.node.attr.value not in NOT_COMPUTATION),
+        None,
+    )
 
 
 def _owners_of_any_optimizer(index: ScriptIndex) -> list[Owner]:

@@ -15,6 +15,7 @@ and attributes of instances of this file's classes (`agent.net` is `self.net` of
 from __future__ import annotations
 
 import re
+import weakref
 from dataclasses import dataclass
 
 import libcst as cst
@@ -239,14 +240,23 @@ def passed_arguments(index: ScriptIndex, scope: Scope, param: str) -> list[tuple
     return found
 
 
+_CALLERS: weakref.WeakKeyDictionary[ScriptIndex, dict[int, list[CallSite]]] = weakref.WeakKeyDictionary()
+
+
 def calls_of(index: ScriptIndex, scope: Scope) -> list[CallSite]:
     """The calls of a function of this file, a class's construction for its __init__."""
-    constructor = scope.class_name if scope.name.endswith(".__init__") else None
-    return [
-        c
-        for c in index.calls
-        if callee_scope(index, c) is scope or (constructor is not None and spell(c.node.func) == constructor)
-    ]
+    callers = _CALLERS.get(index)
+    if callers is None:
+        callers = {}
+        for call in index.calls:
+            callee = callee_scope(index, call)
+            if callee is None:
+                constructor = spell(call.node.func)
+                callee = index.functions.get(f"{constructor}.__init__") if constructor in index.classes else None
+            if callee is not None:
+                callers.setdefault(id(callee.node), []).append(call)
+        _CALLERS[index] = callers
+    return callers.get(id(scope.node), [])
 
 
 def _binding(index: ScriptIndex, spelling: str, scope: Scope) -> Binding | None:

@@ -16,7 +16,8 @@ import re
 
 import libcst as cst
 
-from migrate.steps.base import Context, statements
+from migrate.analysis.entry import returns_plain_value
+from migrate.steps.base import Context, expression, statement, statements
 
 SETUP = '''\
 
@@ -94,7 +95,15 @@ def teardown(ctx: Context) -> None:
     last = entry.teardown_after
     if last is None:
         return
-    if entry.teardown_before_return is not None:
+    if entry.teardown_before_return is not None and not returns_plain_value(entry):
+        # `return train(args)`: the value is computed (training runs) before the group goes
+        value = entry.teardown_before_return.value
+        assert value is not None
+        bound = {b.target for b in ctx.index.bindings if b.place.scope is entry.scope}
+        name = "result" if "result" not in bound | set(entry.scope.params) else "returned"
+        ctx.plan.insert_before(last, [statement(f"{name} = {ctx.code(value)}\n"), *stop])
+        ctx.plan.replace_with(value, expression(name))
+    elif entry.teardown_before_return is not None:
         ctx.plan.insert_before(last, stop)
     else:
         ctx.plan.insert_after(last, stop)

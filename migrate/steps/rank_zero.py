@@ -90,7 +90,11 @@ def _is_foreign_saver(index: ScriptIndex, name: str) -> bool:
 
 def _guard_statement(ctx: Context, call: CallSite, kind: str) -> None:
     stmt = call.place.stmt
-    if not _is_own_statement(stmt, call.node) or not _may_guard(ctx, stmt):
+    if not _is_own_statement(stmt, call.node):
+        return
+    if not _may_guard(ctx, stmt):
+        if kind == "print":
+            _guard_outside_group(ctx, stmt)
         return
     if _may_be_collective(ctx, call.node):
         if kind == "print":
@@ -100,6 +104,17 @@ def _guard_statement(ctx: Context, call: CallSite, kind: str) -> None:
     if kind == "foreign":
         ctx.report("MIG106", f"`{ctx.code(call.node.func)}(...)` comes from another module: it now runs on rank 0 only, "
                    "assuming it just writes files; if it runs collectives, call it on every rank", call.node)
+
+
+def _guard_outside_group(ctx: Context, stmt: cst.BaseStatement) -> None:
+    """A print or log line that runs before setup (at import, or before `main()` sets the group up)
+    or after teardown: `dist.get_rank()` cannot tell the rank there, the launcher's RANK can."""
+    index = ctx.index
+    if any(isinstance(a, cst.If) and any(w in ctx.code(a.test) for w in RANK_WORDS) for a in index.enclosing_statements(stmt)[1:]):
+        return
+    if ctx.sites.entry is None or ctx.sites.entry.library or runs_in_process_group(index, ctx.sites.entry, stmt):
+        return
+    ctx.plan.guard(stmt, f'{ctx.module_name("os")}.environ.get("RANK", "0") == "0"')
 
 
 def _is_own_statement(stmt: cst.BaseStatement, call: cst.Call) -> bool:

@@ -278,8 +278,8 @@ def _downloads(ctx: Context) -> None:
         lines += [f"    {download}" for download in downloads]
         lines.append(f"{ctx.dist}.barrier()")
         new = statements("\n".join(lines) + "\n")
-        ctx.plan.insert_above(first, new[0])
-        ctx.plan.insert_before(first, new[1:])
+        # ahead of a dataset the sampler step hoisted out of this statement: that one reads the files
+        ctx.plan.insert_before(first, new, first=True)
 
 
 def _follows(ctx: Context, group: list[tuple[cst.BaseStatement, list[cst.Call]]], stmt: cst.BaseStatement, calls: list[cst.Call]) -> bool:

@@ -13,7 +13,7 @@ import libcst as cst
 
 from migrate.analysis.index import AttributeUse, spell
 from migrate.analysis.training import calls_in
-from migrate.analysis.models import aliases, is_after
+from migrate.analysis.models import aliases, is_after, unwrapped_too
 from migrate.analysis.sites import ModelSite
 from migrate.steps.base import Context, expression, statements
 
@@ -110,12 +110,13 @@ def unwrap_later_uses(ctx: Context, site: ModelSite, safe: frozenset[str] = WRAP
     """Uses of the model after the wrap that the wrapper does not answer go through `.module`."""
     index = ctx.index
     names = aliases(index, site)
+    mixed = unwrapped_too(index, site)
     for use in index.attributes:
         if (use.owner, use.place.scope.name) not in names or not is_after(index, use.place.stmt, site):
             continue
         if use.node.attr.value in safe:
             continue
-        _through_module(ctx, use)
+        _through_module(ctx, use, maybe_unwrapped=(use.owner, use.place.scope.name) in mixed)
     if not route_saves:
         return
     for call in index.calls_named("torch.save"):
@@ -137,9 +138,16 @@ def _saved_module(value: cst.BaseExpression) -> cst.BaseExpression:
     return value
 
 
-def _through_module(ctx: Context, use: AttributeUse) -> None:
+def _through_module(ctx: Context, use: AttributeUse, maybe_unwrapped: bool = False) -> None:
+    """`model.generate` -> `model.module.generate`; in a function that some callers hand the bare
+    module, `getattr(model, "module", model).generate`."""
     owner = use.node.value
-    ctx.plan.replace(use.node, lambda updated: updated.with_changes(value=cst.Attribute(value=updated.value, attr=cst.Name("module"))))
+    if maybe_unwrapped:
+        code = ctx.code(owner)
+        reached = expression(f'getattr({code}, "module", {code})')
+        ctx.plan.replace(use.node, lambda updated, r=reached: updated.with_changes(value=r))
+    else:
+        ctx.plan.replace(use.node, lambda updated: updated.with_changes(value=cst.Attribute(value=updated.value, attr=cst.Name("module"))))
     method = use.node.attr.value
     step_loops = {loop.node for loop in ctx.sites.step_loops}
     if use.called and method not in ("state_dict", "load_state_dict") and step_loops.intersection(use.place.loops):

@@ -11,10 +11,12 @@ import os
 from migrate.model import Artifact
 from migrate.steps.base import Context
 from migrate.steps.distributed_sampler import distributed_sampler
+from migrate.steps.same_split import same_split
 from migrate.steps.init_process_group import init_process_group, teardown
 from migrate.steps.load_map_location import load_map_location
 from migrate.steps.local_rank_device import local_rank_device
 from migrate.steps.no_sync import no_sync
+from migrate.steps.rank_divergence import rank_divergence
 from migrate.steps.rank_zero import rank_zero
 from migrate.steps.scale_lr import scale_lr
 from migrate.steps.scheduler_checks import plateau_metric
@@ -50,7 +52,9 @@ DDP = Target(
         init_process_group,
         local_rank_device,
         wrap_models,
+        rank_divergence,
         distributed_sampler,
+        same_split,
         no_sync,
         rank_zero,
         shared_files,

@@ -14,11 +14,13 @@ from migrate.model import Artifact
 from migrate.steps.base import Context
 from migrate.steps.deepspeed_engine import CONFIG_NAME, deepspeed_engine
 from migrate.steps.distributed_sampler import distributed_sampler
+from migrate.steps.same_split import same_split
 from migrate.steps.engine_calls import engine_calls
 from migrate.steps.init_process_group import init_deepspeed, teardown
 from migrate.steps.load_map_location import load_map_location
 from migrate.steps.local_rank_argument import local_rank_argument
 from migrate.steps.local_rank_device import local_rank_device
+from migrate.steps.rank_divergence import rank_divergent_control
 from migrate.steps.rank_zero import rank_zero
 from migrate.steps.scheduler_checks import plateau_metric
 from migrate.steps.shared_files import shared_files
@@ -94,8 +96,10 @@ DEEPSPEED = Target(
         local_rank_argument,
         local_rank_device,
         deepspeed_engine,
+        rank_divergent_control,
         engine_calls,
         distributed_sampler,
+        same_split,
         rank_zero,
         shared_files,
         plateau_metric,

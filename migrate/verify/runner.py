@@ -87,6 +87,7 @@ class Probe:
         self.stop_at_next_forward = stop_at_next_forward
         self.stop_pending = False
         self.loss_recorded_for = 0
+        self.stepped: set[int] = set()  # ids of the parameters the optimizers hold
         self.counts: dict[int, int] = {}  # optimizer id -> steps taken
         self.total = 0
         self.depth = 0
@@ -120,15 +121,29 @@ class Probe:
     # -- optimizer steps -----------------------------------------------------------------------
     def step_post(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         key = id(optimizer)
+        if key not in self.counts:
+            self.note_optimizer(optimizer)
         self.counts[key] = self.counts.get(key, 0) + 1
         self.total += 1
-        params = {f"{i}:{module_name(m)}": parameter_digest(m) for i, m in enumerate(self.models)}
+        params = {f"{i}:{module_name(m)}": parameter_digest(m) for i, m in enumerate(self.models)
+                  if any(m is t for t in self.trained_models())}
         self.recorder.event("step", n=self.total, optimizer=type(optimizer).__name__,
                             params=params, where=self.recorder.user_frame())
         if min(self.counts.values()) >= self.steps or max(self.counts.values()) >= 10 * self.steps:
             if not self.stop_at_next_forward:
                 raise StopVerify
             self.stop_pending = True
+
+    def note_optimizer(self, optimizer: Any) -> None:
+        for group in optimizer.param_groups:
+            self.stepped.update(id(p) for p in group["params"])
+
+    def trained_models(self) -> list[Any]:
+        """The models whose parameters an optimizer steps (an untrained baseline, an evaluation copy
+        or a frozen encoder may differ across ranks at will). When no model holds them (DeepSpeed's
+        ZeRO steps flat copies), every model with trainable parameters."""
+        held = [m for m in self.models if any(id(p) in self.stepped for p in m.parameters())]
+        return held or [m for m in self.models if any(p.requires_grad for p in m.parameters())]
 
     def backward(self, loss: Any) -> None:
         """The first scalar backward of each step: that step's loss on this rank."""

@@ -12,7 +12,7 @@ from torch.utils.data.distributed import DistributedSampler
 
 def make_loaders(batch_size):
     data = TensorDataset(torch.randn(600, 12), torch.randint(0, 3, (600,)))
-    train_set, holdout_set = torch.utils.data.random_split(data, [500, 100])
+    train_set, holdout_set = torch.utils.data.random_split(data, [500, 100], generator=torch.Generator().manual_seed(0))
     train_loader = DataLoader(train_set, batch_size=batch_size, sampler=DistributedSampler(train_set, shuffle=True), drop_last=True)
     holdout_loader = DataLoader(holdout_set, batch_size=100)
     return train_loader, holdout_loader

@@ -10,7 +10,8 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data.distributed import DistributedSampler
 
-print("torch", torch.__version__)
+if os.environ.get("RANK", "0") == "0":
+    print("torch", torch.__version__)
 
 
 def get_args():
@@ -60,4 +61,5 @@ def main():
 if __name__ == "__main__":
     seed_everything(0)
     main()
-    print("done")
+    if os.environ.get("RANK", "0") == "0":
+        print("done")

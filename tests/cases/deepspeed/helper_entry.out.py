@@ -11,7 +11,8 @@ import deepspeed
 from torch.utils.data.distributed import DistributedSampler
 import torch.distributed as dist
 
-print("torch", torch.__version__)
+if os.environ.get("RANK", "0") == "0":
+    print("torch", torch.__version__)
 
 
 def get_args():
@@ -69,4 +70,5 @@ def main():
 if __name__ == "__main__":
     seed_everything(0)
     main()
-    print("done")
+    if os.environ.get("RANK", "0") == "0":
+        print("done")

@@ -1,0 +1,341 @@
+"""Control flow that can differ between ranks, which a wrapper turns into a hang or into replicas
+that silently train apart:
+
+- a loop left, or a step skipped, on a value of this rank's own batch (`if loss.item() < target:
+  break`, `if not torch.isfinite(loss): continue`): the ranks run different numbers of backward
+  passes, and the gradient all-reduce of the rank that goes on waits forever for the others;
+- a random number of micro-steps, or a backward run or skipped at random: the same, unless every
+  rank happens to draw the same numbers;
+- weights re-initialised after the wrapper (`model.apply(init_weights)`): the wrapper copied rank
+  0's weights when it was built; each rank now starts from its own, and averaging gradients never
+  brings them back together.
+
+Read-only: each finding is a `Divergence` the divergence step reports.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import libcst as cst
+
+from migrate.analysis.index import Scope, ScriptIndex, child_nodes, descendants, read_names, spell
+from migrate.analysis.training import calls_in
+
+REINIT_METHODS = frozenset({"apply", "reset_parameters", "init_weights", "_init_weights", "initialize_weights", "weights_init"})
+INIT_IN_PLACE = frozenset({"normal_", "uniform_", "zero_", "fill_", "xavier_uniform_", "xavier_normal_", "kaiming_uniform_",
+                           "kaiming_normal_", "orthogonal_", "trunc_normal_", "constant_"})
+NUMBER_CALLS = ("random.", "numpy.random.")
+RANDOM_CALLS = ("random.", "numpy.random.", "torch.rand", "torch.randint", "torch.randn", "torch.randperm", "torch.bernoulli",
+                "torch.multinomial", "torch.normal")
+
+
+@dataclass(eq=False)
+class Divergence:
+    code: str  # MIG121 per-rank value, MIG122 random, MIG123 re-initialised weights
+    node: cst.CSTNode  # where it is reported
+    parts: list  # text, and nodes standing for "line N"
+
+
+def reinitialization(index: ScriptIndex, node: cst.CSTNode, names: set[str]) -> cst.Call | None:
+    """The call under `node` that draws new weights for one of `names` (or a part of it):
+    `model.apply(init_fn)`, `model.fc.reset_parameters()`, `nn.init.xavier_uniform_(model.fc.weight)`,
+    `model.fc.weight.data.normal_(0, 0.02)`, or `init_weights(model)` (a function of this file)."""
+    for call in calls_in(node):
+        func = call.func
+        if isinstance(func, cst.Attribute):
+            owner = base_spelling(func.value)
+            method = func.attr.value
+            if owner is not None and _part_of(owner, names):
+                if method in REINIT_METHODS:
+                    return call
+                if method in INIT_IN_PLACE and owner.count(".") >= 1:
+                    return call
+        qualified = index.qualify(func) or ""
+        if qualified.startswith("torch.nn.init.") and any(_part_of(base_spelling(a.value), names) for a in call.args):
+            return call
+        name = spell(func)
+        if name in index.functions and "init" in name.lower() and any(spell(a.value) in names for a in call.args):
+            return call
+    return None
+
+
+def base_spelling(node: cst.BaseExpression) -> str | None:
+    """`model.head` -> "model.head"; `model[2]` and `model.layers[0].fc` -> "model", "model.layers"."""
+    spelled = spell(node)
+    if spelled is not None:
+        return spelled
+    if isinstance(node, (cst.Attribute, cst.Subscript)):
+        return base_spelling(node.value)
+    if isinstance(node, cst.Call):
+        return base_spelling(node.func)
+    return None
+
+
+def _part_of(spelled: str | None, names: set[str]) -> bool:
+    return spelled is not None and any(spelled == n or spelled.startswith(n + ".") for n in names)
+
+
+# -- values that differ per rank --------------------------------------------------------------
+
+
+def per_rank_names(index: ScriptIndex, scope: Scope, seeds: set[str]) -> set[str]:
+    """`seeds` and every name of `scope` computed from them (`avg = running / n`, `running += loss.item()`)."""
+    tainted = set(seeds)
+    assignments = _assignments(scope)
+    changed = True
+    while changed:
+        changed = False
+        for target, value in assignments:
+            if target not in tainted and read_names(value) & tainted:
+                tainted.add(target)
+                changed = True
+    return tainted
+
+
+def _assignments(scope: Scope) -> list[tuple[str, cst.BaseExpression]]:
+    found: list[tuple[str, cst.BaseExpression]] = []
+    for node in _own_nodes(scope.node):
+        if isinstance(node, cst.Assign):
+            for target in node.targets:
+                for name in _target_names(target.target):
+                    found.append((name, node.value))
+        elif isinstance(node, (cst.AugAssign, cst.AnnAssign)) and node.value is not None:
+            for name in _target_names(node.target):
+                found.append((name, node.value))
+    return found
+
+
+def _target_names(target: cst.BaseExpression) -> list[str]:
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return [n for e in target.elements for n in _target_names(e.value)]
+    spelled = spell(target)
+    return [spelled] if spelled is not None else []
+
+
+def _own_nodes(node: cst.CSTNode):  # type: ignore[no-untyped-def]
+    """The nodes of a function (or module) body, not those of functions or classes inside it."""
+    for child in descendants(node):
+        if child is not node and isinstance(child, (cst.FunctionDef, cst.ClassDef)):
+            continue
+        yield child
+
+
+def random_names(index: ScriptIndex, scope: Scope) -> set[str]:
+    """Names of `scope` bound from a random number (`n_micro = random.randint(1, 4)`), and what is
+    computed from them. Random tensors (`x = torch.randn(64, 10)`) are data, not decisions."""
+    seeds = {target for target, value in _assignments(scope) if random_call(index, value, numbers_only=True) is not None}
+    return per_rank_names(index, scope, seeds)
+
+
+def random_call(index: ScriptIndex, node: cst.CSTNode, numbers_only: bool = False) -> cst.Call | None:
+    """A draw from Python's or NumPy's generator, or (unless `numbers_only`) from torch's."""
+    for call in calls_in(node):
+        qualified = index.qualify(call.func) or ""
+        if qualified.startswith(NUMBER_CALLS if numbers_only else RANDOM_CALLS):
+            return call
+    return None
+
+
+def jumps(body: cst.CSTNode) -> cst.CSTNode | None:
+    """A `break`, `continue` or `return` that leaves (or restarts) the loop around `body`, not one of
+    a loop nested inside it."""
+    stack: list[cst.CSTNode] = [body]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (cst.Break, cst.Continue, cst.Return)):
+            return node
+        if isinstance(node, (cst.For, cst.While)):
+            stack.extend(_returns_in(node))
+            continue
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            continue
+        stack.extend(reversed(list(child_nodes(node))))
+    return None
+
+
+def _returns_in(loop: cst.For | cst.While) -> list[cst.CSTNode]:
+    return [n for n in descendants(loop) if isinstance(n, cst.Return)]
+
+
+# -- the findings ------------------------------------------------------------------------------
+
+
+def per_rank_control(sites) -> list[Divergence]:  # type: ignore[no-untyped-def]
+    """MIG121 and MIG122 in the scopes that run backward."""
+    index: ScriptIndex = sites.index
+    found: list[Divergence] = []
+    backward_nodes = {id(b.node) for b in sites.backward_calls}
+    step_nodes = {id(s.step.node) for s in sites.stepped}
+    models = {m.spelling for m in sites.models}
+    scopes = {b.place.scope.name: b.place.scope for b in sites.backward_calls}
+    for scope in scopes.values():
+        seeds = _loss_names(sites, scope) | _forward_outputs(scope, models)
+        per_rank = per_rank_names(index, scope, seeds)
+        drawn = random_names(index, scope)
+        for loop in index.loops:
+            if loop.place.scope is not scope or not _has_backward(loop.node, backward_nodes):
+                continue
+            found.extend(_in_loop(index, loop.node, per_rank, drawn, backward_nodes, step_nodes))
+    unique: dict[int, Divergence] = {}
+    for divergence in found:
+        unique.setdefault(id(divergence.node), divergence)
+    return list(unique.values())
+
+
+def _in_loop(index: ScriptIndex, loop: cst.For | cst.While, per_rank: set[str], drawn: set[str],
+             backward_nodes: set[int], step_nodes: set[int]) -> list[Divergence]:
+    found: list[Divergence] = []
+    code = index.module.code_for_node
+    if isinstance(loop, cst.For) and _random(index, loop.iter, drawn):
+        found.append(Divergence("MIG122", loop, [
+            f"`for {code(loop.target)} in {code(loop.iter)}:` (line ", loop, ") runs a random number of backward passes on each rank: "
+            "unless every rank draws the same number, the ranks run different numbers of gradient all-reduces and the one "
+            "that goes on waits forever in its next one; draw it on rank 0 and broadcast it (dist.broadcast_object_list), "
+            "or give every rank the same seed and the same draws"]))
+    if isinstance(loop, cst.While):
+        if _values_read(loop.test) & per_rank:
+            found.append(Divergence("MIG121", loop, [
+                f"`while {code(loop.test)}:` (line ", loop, ") repeats training steps on a value computed from this rank's own "
+                "batch: ranks stop at different steps and the others wait forever in the next gradient all-reduce; loop on a "
+                "value every rank shares (all-reduce it first) or on a step count"]))
+        elif _random(index, loop.test, drawn):
+            found.append(Divergence("MIG122", loop, [
+                f"`while {code(loop.test)}:` (line ", loop, ") repeats training steps at random: unless every rank draws the "
+                "same numbers, ranks stop at different steps and the others wait forever in the next gradient all-reduce"]))
+    for node in _own_statements(loop, backward_nodes):
+        if not isinstance(node, cst.If):
+            continue
+        jump = jumps(node.body) or (jumps(node.orelse) if node.orelse is not None else None)
+        skips_backward = _has_backward(node.body, backward_nodes) or (node.orelse is not None and _has_backward(node.orelse, backward_nodes))
+        steps = _has_backward(node, step_nodes)
+        if not jump and not skips_backward and not steps:
+            continue
+        what = f"`if {code(node.test)}:`" + (f" ... `{code(jump).strip()}`" if jump is not None else "")
+        if _values_read(node.test) & per_rank:
+            found.append(Divergence("MIG121", node, [what, " (line ", node, ") ", _effect(jump), " on a value computed from "
+                "this rank's own batch (", ", ".join(f"`{n}`" for n in sorted(_values_read(node.test) & per_rank)), "): each rank "
+                "decides alone, so ranks leave the loop at different steps and the others wait forever in the next gradient "
+                "all-reduce; decide on a value every rank shares (all-reduce it first, e.g. dist.all_reduce(t, "
+                "op=dist.ReduceOp.MAX)) or on a step count"]))
+        elif _random(index, node.test, drawn) and (jump is not None or skips_backward):
+            found.append(Divergence("MIG122", node, [what, " (line ", node, ") ", _effect(jump), " at random: unless every "
+                "rank draws the same numbers, the ranks run different numbers of backward passes and the one that goes on "
+                "waits forever in its next gradient all-reduce; draw the decision on rank 0 and broadcast it, or give every "
+                "rank the same seed and the same draws"]))
+        elif _random(index, node.test, drawn):
+            found.append(Divergence("MIG122", node, [what, " (line ", node, ") steps the optimizer at random: unless every "
+                "rank draws the same numbers, the ranks update their weights at different steps and the replicas train "
+                "apart; draw the decision on rank 0 and broadcast it, or give every rank the same seed and the same draws"]))
+    return found
+
+
+def _effect(jump: cst.CSTNode | None) -> str:
+    if isinstance(jump, cst.Break):
+        return "leaves the training loop"
+    if isinstance(jump, cst.Return):
+        return "returns from training"
+    if isinstance(jump, cst.Continue):
+        return "skips the rest of a step"
+    return "runs or skips a backward pass"
+
+
+def _random(index: ScriptIndex, node: cst.CSTNode, drawn: set[str]) -> bool:
+    return bool(read_names(node) & drawn) or random_call(index, node) is not None
+
+
+def _own_statements(loop: cst.For | cst.While, backward_nodes: set[int]):  # type: ignore[no-untyped-def]
+    """The statements inside the loop, not those of a nested loop that runs no backward (a `break`
+    there leaves only that loop) nor of nested functions."""
+    stack: list[cst.CSTNode] = [loop.body]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (cst.For, cst.While)) and not _has_backward(node, backward_nodes):
+            continue
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+            continue
+        if isinstance(node, cst.BaseStatement):
+            yield node
+        stack.extend(reversed(list(child_nodes(node))))
+
+
+STRUCTURAL = frozenset({"requires_grad", "shape", "dtype", "device", "ndim", "is_cuda", "grad_fn", "is_leaf"})
+
+
+def _values_read(test: cst.BaseExpression) -> set[str]:
+    """The names a condition reads for their value: `loss.requires_grad` or `x.shape` are the same
+    on every rank and do not count."""
+    found: set[str] = set()
+    stack: list[cst.CSTNode] = [test]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Attribute) and node.attr.value in STRUCTURAL:
+            continue
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in ("size", "dim"):
+            continue
+        if isinstance(node, (cst.Name, cst.Attribute)) and (spelled := spell(node)) is not None:
+            found |= read_names(node) if not spelled.startswith("self.") else {spelled}
+            continue
+        stack.extend(child_nodes(node))
+    return found
+
+
+def _has_backward(node: cst.CSTNode, backward_nodes: set[int]) -> bool:
+    return any(id(c) in backward_nodes for c in calls_in(node))
+
+
+def _loss_names(sites, scope: Scope) -> set[str]:  # type: ignore[no-untyped-def]
+    """What backward is called on: `loss` in `loss.backward()`, `scaler.scale(loss).backward()`."""
+    names: set[str] = set()
+    for call in sites.backward_calls:
+        if call.place.scope is scope and isinstance(call.node.func, cst.Attribute):
+            names |= read_names(call.node.func.value)
+    return names
+
+
+def _forward_outputs(scope: Scope, models: set[str]) -> set[str]:
+    """Names bound from a forward of a model: `out = model(x)`."""
+    return {
+        target
+        for target, value in _assignments(scope)
+        if any(spell(c.func) in models for c in calls_in(value))
+    }
+
+
+def reinitialized_after_wrap(sites, aliases, is_after) -> list[Divergence]:  # type: ignore[no-untyped-def]
+    """MIG123: new weights drawn for a wrapped model after the wrapper copied rank 0's."""
+    index: ScriptIndex = sites.index
+    found: list[Divergence] = []
+    for site in sites.models:
+        names = aliases(index, site)
+        where = ["the wrapper goes before line ", site.wrap_before] if site.wrap_before is not None else [
+            "the wrapper goes after line ", site.wrap_after]
+        for call in index.calls:
+            in_scope = {spelling for spelling, scope in names if scope == call.place.scope.name}
+            if not in_scope or reinitialization(index, call.node, in_scope) is not call.node:
+                continue
+            if not _initializes(index, call.node) or not is_after(index, call.place.stmt, site):
+                continue
+            found.append(Divergence("MIG123", call.node, [
+                f"`{index.module.code_for_node(call.node)}` (line ", call.node, f") draws new weights for `{site.spelling}` "
+                "after it is wrapped (", *where, "): the wrapper copied rank 0's weights to every rank when it was built, "
+                "so each rank now starts from its own random weights and averaging gradients never brings them back "
+                "together; initialise before the wrap, or broadcast the weights again afterwards"]))
+    return found
+
+
+def _initializes(index: ScriptIndex, call: cst.Call) -> bool:
+    """`model.apply(fn)` only counts when fn initialises weights (its name says so, or its body does)."""
+    if not (isinstance(call.func, cst.Attribute) and call.func.attr.value == "apply"):
+        return True
+    if not call.args:
+        return False
+    name = spell(call.args[0].value) or ""
+    if any(word in name.lower() for word in ("init", "weight", "reset")):
+        return True
+    scope = index.functions.get(name.removeprefix("self."))
+    return scope is not None and any(
+        (index.qualify(c.func) or "").startswith("torch.nn.init.")
+        or (isinstance(c.func, cst.Attribute) and c.func.attr.value in INIT_IN_PLACE | {"reset_parameters"})
+        for c in calls_in(scope.node)
+    )

@@ -1,0 +1,29 @@
+"""Control flow that may differ between ranks is reported, never rewritten: a loop left or a step
+skipped on a per-rank value (MIG121), a random number of backward passes (MIG122), weights drawn
+again after the wrapper copied rank 0's (MIG123). Each finding names the line and what happens:
+ranks that run different numbers of gradient all-reduces wait for each other forever; replicas
+that start from different weights train apart.
+"""
+
+from __future__ import annotations
+
+from migrate.analysis.divergence import per_rank_control, reinitialized_after_wrap
+from migrate.analysis.models import aliases, is_after
+from migrate.steps.base import Context
+
+
+def rank_divergence(ctx: Context) -> None:
+    """All three (DDP: the wrap sites are where the wrapper goes)."""
+    rank_divergent_control(ctx)
+    for divergence in reinitialized_after_wrap(ctx.sites, aliases, is_after):
+        ctx.report(divergence.code, _text(ctx, divergence.parts), divergence.node)
+
+
+def rank_divergent_control(ctx: Context) -> None:
+    """MIG121 and MIG122 only (targets whose engine is created elsewhere than the wrap site)."""
+    for divergence in per_rank_control(ctx.sites):
+        ctx.report(divergence.code, _text(ctx, divergence.parts), divergence.node)
+
+
+def _text(ctx: Context, parts: list) -> str:
+    return "".join(part if isinstance(part, str) else str(ctx.position(part)[0]) for part in parts)
