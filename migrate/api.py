@@ -78,6 +78,9 @@ def migrate_source(code: str, target: str, options: Options | None = None, path:
         return _skipped(path, code, "MIG001", f"{verb} {sites.already}; left unchanged")
     if sites.entry is not None and sites.entry.library:
         return FileResult(path=path, old=code, new=code, findings=(_library_finding(sites, code),), skipped=True)
+    built_early = _import_time_finding(sites, code)
+    if built_early is not None:
+        return FileResult(path=path, old=code, new=code, findings=(built_early,), skipped=True)
     plan = EditPlan(module=module)
     ctx = Context(sites=sites, plan=plan, options=options, source=code, script=os.path.basename(path))
     for step in spec.steps:
@@ -114,6 +117,44 @@ def _library_finding(sites, code: str):  # type: ignore[no-untyped-def]
         "convert the script that calls it"
     )
     return finding("MIG119", message, line, col)
+
+
+def _import_time_finding(sites, code: str):  # type: ignore[no-untyped-def]
+    """MIG124 when setup goes into a function (`run()`) but the model or the training loader is
+    built by module-level code: that code runs at import, before `init_process_group` in the
+    function, so neither the wrapper nor the DistributedSampler could be built there. (A module-level
+    `device = torch.device("cuda")` is fine: it names the current device, which setup sets.)"""
+    from migrate.analysis import _model_statement
+    from migrate.analysis.positions import Positions
+
+    entry = sites.entry
+    if entry is None or entry.library or entry.scope.is_module:
+        return None
+    index = sites.index
+    seen: list[tuple[object, str]] = [(_model_statement(site), f"the model `{site.spelling}`") for site in sites.models]
+    seen += [(site.call.place.stmt, f"the training DataLoader `{site.spelling}`" if site.spelling else "the training DataLoader")
+             for site in sites.loaders]
+    early = [(stmt, what) for stmt, what in seen if stmt is not None and _at_module_level(index, stmt)]
+    if not early:
+        return None
+    positions = Positions(index.module, code)
+    stmt, what = min(early, key=lambda pair: positions.of(pair[0]))
+    line, col = positions.of(stmt)
+    function = entry.scope.name
+    message = (
+        f"{what} is built at import time (line {line}) but training starts in `{function}()`: process-group "
+        f"setup belongs in `{function}()`, and module-level code runs before it, so neither the "
+        f"distributed wrapper nor the DistributedSampler can be built there. Left unchanged: build it inside "
+        f"`{function}()` (or pass it in), then convert again, or convert by hand"
+    )
+    return finding("MIG124", message, line, col)
+
+
+def _at_module_level(index, stmt) -> bool:  # type: ignore[no-untyped-def]
+    """Whether `stmt` runs as module-level code: not inside a def or a class."""
+    import libcst as cst
+
+    return all(not isinstance(s, (cst.FunctionDef, cst.ClassDef)) for s in index.enclosing_statements(stmt))
 
 
 # Packages that hold no training loop of the user's: not worth naming in MIG002.

@@ -36,6 +36,7 @@ CODES: dict[str, tuple[Severity, str]] = {
     "MIG121": (Severity.WARNING, "a loop is left or a step skipped on a value of this rank's own batch: ranks diverge and hang"),
     "MIG122": (Severity.WARNING, "a random number of backward passes: unless every rank draws the same, ranks diverge and hang"),
     "MIG123": (Severity.WARNING, "weights are drawn again after the wrapper copied rank 0's: the replicas train apart"),
+    "MIG124": (Severity.WARNING, "the model or the training loader is built at import time but training starts in a function: left unchanged"),
     "MIG901": (Severity.ERROR, "internal error: the rewritten file did not compile; the file is left untouched"),
 }
 

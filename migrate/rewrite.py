@@ -47,12 +47,13 @@ class EditPlan:
     def replace_with(self, node: cst.CSTNode, new: cst.CSTNode) -> None:
         self.replace(node, lambda _updated: new)
 
-    def insert_before(self, stmt: cst.BaseStatement, new: Sequence[cst.BaseStatement], first: bool = False) -> None:
-        """Insert before `stmt`, after what other steps inserted there (`first`: ahead of it)."""
-        if first:
-            self.before[stmt][:0] = new
-        else:
-            self.before[stmt].extend(new)
+    def insert_before(self, stmt: cst.BaseStatement, new: Sequence[cst.BaseStatement],
+                      ahead_of: Sequence[cst.BaseStatement] = ()) -> None:
+        """Insert before `stmt`, after what other steps inserted there; but ahead of the first of
+        `ahead_of` when one of those is already waiting there."""
+        pending = self.before[stmt]
+        position = next((i for i, s in enumerate(pending) if any(s is a for a in ahead_of)), len(pending))
+        pending[position:position] = new
 
     def insert_above(self, stmt: cst.BaseStatement, new: cst.BaseStatement) -> None:
         """Insert `new` before `stmt`, moving the comments and blank lines above `stmt` onto it."""

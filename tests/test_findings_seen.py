@@ -29,6 +29,8 @@ EXPECTED = [
     ("ddp/rank_divergence", "MIG122", 50, "`while done < micro_steps:` (line 50) repeats training steps at random"),
     ("ddp/rank_divergence", "MIG123", 44, "`model.head.apply(init_weights)` (line 44) draws new weights for `model` after it "
      "is wrapped (the wrapper goes after line 39)"),
+    ("ddp/model_at_import", "MIG124", 19, "the model `model` is built at import time (line 19) but training starts in `run()`"),
+    ("ddp/data_parallel_two_paths", "MIG003", 34, "removed in 2 places (lines 34, 37)"),
     ("ddp/self_update", "MIG104", 19, "holds the parameters of `QNet` itself (line 10) and is stepped inside its own "
      "method `QNet.train_net()`, called as `q.train_net(...)` (line 31)"),
 ]

@@ -212,7 +212,7 @@ def _called_from(index: ScriptIndex, scopes: set[str]) -> set[str]:
 def _site(index: ScriptIndex, spelling: str, binding: Binding, training_calls: set[str]) -> ModelSite:
     anchor = climb_conditionals(index, binding.place.stmt)
     block, position = index.block_of[anchor]
-    data_parallel = _data_parallel_statement(index, spelling, block)
+    data_parallel = _data_parallel_statements(index, spelling)
     wrap_after: cst.BaseStatement | None = anchor
     wrap_before: cst.BaseStatement | None = None
     names = _same_module_names(index, spelling, binding)
@@ -228,7 +228,7 @@ def _site(index: ScriptIndex, spelling: str, binding: Binding, training_calls: s
             continue
         if _starts_training(index, stmt, spelling, training_calls):
             break
-        if (_sets_up(stmt, spelling) or _adjusts(index, stmt, names)) and stmt is not data_parallel:
+        if (_sets_up(stmt, spelling) or _adjusts(index, stmt, names)) and all(stmt is not d for d in data_parallel):
             wrap_after = stmt
     return ModelSite(
         spelling=spelling,
@@ -247,23 +247,32 @@ def _same_module_names(index: ScriptIndex, spelling: str, binding: Binding) -> s
     return {spelling} | {name for name in others if same_module(index, root(index, name, scope), key)}
 
 
-def _data_parallel_statement(index: ScriptIndex, spelling: str, block: cst.CSTNode) -> cst.BaseStatement | None:
-    """`model = nn.DataParallel(model)`, or the `if` around it when that `if` holds nothing else
-    than the wrap and prints about it (`if torch.cuda.device_count() > 1:`)."""
+def _data_parallel_statements(index: ScriptIndex, spelling: str) -> list[cst.BaseStatement]:
+    """Every `model = nn.DataParallel(model)` (each, or the `if` around it when that `if` holds
+    nothing else than the wrap and prints about it: `if torch.cuda.device_count() > 1:`) in the
+    scope of the first one found: a script that wraps on two paths (`if args.resume: ... else: ...`)
+    has both replaced, so no path keeps a DataParallel around the distributed wrapper."""
+    found: list[cst.BaseStatement] = []
+    scope = None
     for binding in index.bindings:
         if binding.target == spelling and _wraps_itself(index, binding):
             value = binding.value
             assert isinstance(value, cst.Call)
             if index.qualify(value.func) not in DATA_PARALLEL:
                 continue
+            if scope is None:
+                scope = binding.place.scope
+            elif binding.place.scope is not scope:
+                continue
             stmt = binding.place.stmt
             parent = index.parent_of.get(stmt)
-            if isinstance(parent, cst.If) and parent.orelse is None and all(
+            if isinstance(parent, cst.If) and parent.orelse is None and any(s is stmt for s in parent.body.body) and all(
                 s is stmt or _only_prints(s) for s in parent.body.body
             ):
-                return parent
-            return stmt
-    return None
+                stmt = parent
+            if all(stmt is not seen for seen in found):
+                found.append(stmt)
+    return found
 
 
 def _only_prints(stmt: cst.BaseStatement) -> bool:

@@ -34,7 +34,7 @@ class ModelSite:
     scope: Scope  # where it is bound and wrapped
     wrap_after: cst.BaseStatement | None  # the wrapper statement goes after this one...
     wrap_before: cst.BaseStatement | None  # ...or before this one (a torch.compile of it)
-    data_parallel: cst.BaseStatement | None  # an existing nn.DataParallel statement to replace
+    data_parallel: list[cst.BaseStatement]  # the existing nn.DataParallel statements to replace (none: empty)
 
 
 @dataclass(eq=False)

@@ -33,6 +33,7 @@ class Context:
     _code: dict[cst.CSTNode, str] = field(default_factory=dict)
     facts: dict[str, object] = field(default_factory=dict)  # what steps tell the artifact makers
     refused: bool = False  # a step found the script cannot be converted safely: leave it as it is
+    hoisted_datasets: list[cst.BaseStatement] = field(default_factory=list)  # `ds = Dataset(...)` taken out of a DataLoader call
 
     @property
     def index(self):  # type: ignore[no-untyped-def]

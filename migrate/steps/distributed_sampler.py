@@ -289,7 +289,9 @@ def _bind_dataset(ctx: Context, site: LoaderSite, dataset: cst.Arg) -> str:
     taken = {b.target for b in ctx.index.bindings}
     name = next((n for n in ("train_dataset", "dataset", "train_set") if n not in taken), "sharded_dataset")
     stmt = site.call.place.stmt
-    ctx.plan.insert_above(stmt, statement(f"{name} = {ctx.code(dataset.value)}\n"))
+    hoisted = statement(f"{name} = {ctx.code(dataset.value)}\n")
+    ctx.plan.insert_above(stmt, hoisted)
+    ctx.hoisted_datasets.append(ctx.plan.before[stmt][-1])  # shared_files downloads ahead of it
     ctx.plan.replace(dataset, lambda updated: updated.with_changes(value=cst.Name(name)))
     return name
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import libcst as cst
 
 from migrate.analysis.entry import runs_in_process_group
-from migrate.analysis.index import CallSite, ScriptIndex, spell
+from migrate.analysis.index import CallSite, ScriptIndex, descendants, spell
 from migrate.analysis.training import BUILTIN_NAMES, calls_in, contains
 from migrate.steps.base import Context, expression, statements, with_keyword
 
@@ -90,6 +90,10 @@ def _is_foreign_saver(index: ScriptIndex, name: str) -> bool:
 
 def _guard_statement(ctx: Context, call: CallSite, kind: str) -> None:
     stmt = call.place.stmt
+    suite = _one_line_suite_holding(stmt, call.node)
+    if suite is not None and kind == "print":
+        _guard_in_one_line_suite(ctx, stmt, suite, call)
+        return
     if not _is_own_statement(stmt, call.node):
         return
     if not _may_guard(ctx, stmt):
@@ -115,6 +119,42 @@ def _guard_outside_group(ctx: Context, stmt: cst.BaseStatement) -> None:
     if ctx.sites.entry is None or ctx.sites.entry.library or runs_in_process_group(index, ctx.sites.entry, stmt):
         return
     ctx.plan.guard(stmt, f'{ctx.module_name("os")}.environ.get("RANK", "0") == "0"')
+
+
+def _one_line_suite_holding(stmt: cst.BaseStatement, call: cst.Call) -> cst.SimpleStatementSuite | None:
+    """`except ImportError: ok = False; print(...)`: the one-line body the print stands in."""
+    if not isinstance(stmt, cst.BaseCompoundStatement):
+        return None
+    for node in descendants(stmt):
+        if isinstance(node, cst.SimpleStatementSuite) and any(
+                isinstance(small, cst.Expr) and small.value is call for small in node.body):
+            return node
+    return None
+
+
+def _guard_in_one_line_suite(ctx: Context, stmt: cst.BaseStatement, suite: cst.SimpleStatementSuite, call: CallSite) -> None:
+    """The one-line body becomes an indented block whose print line is guarded."""
+    index = ctx.index
+    if any(isinstance(a, cst.If) and any(w in ctx.code(a.test) for w in RANK_WORDS) for a in index.enclosing_statements(stmt)):
+        return
+    if _may_be_collective(ctx, call.node):
+        return
+    if ctx.sites.entry is not None and runs_in_process_group(index, ctx.sites.entry, stmt):
+        test = ctx.rank_zero_test()
+    else:
+        test = f'{ctx.module_name("os")}.environ.get("RANK", "0") == "0"'
+    position = next(i for i, small in enumerate(suite.body) if isinstance(small, cst.Expr) and small.value is call.node)
+
+    def indent(updated: cst.SimpleStatementSuite) -> cst.IndentedBlock:
+        lines: list[cst.BaseStatement] = []
+        for i, small in enumerate(updated.body):
+            line = cst.SimpleStatementLine(body=[small.with_changes(semicolon=cst.MaybeSentinel.DEFAULT)])
+            if i == position:
+                line = cst.If(test=expression(test), body=cst.IndentedBlock(body=[line]))
+            lines.append(line)
+        return cst.IndentedBlock(body=lines, header=updated.trailing_whitespace)
+
+    ctx.plan.replace(suite, indent)
 
 
 def _is_own_statement(stmt: cst.BaseStatement, call: cst.Call) -> bool:

@@ -279,7 +279,7 @@ def _downloads(ctx: Context) -> None:
         lines.append(f"{ctx.dist}.barrier()")
         new = statements("\n".join(lines) + "\n")
         # ahead of a dataset the sampler step hoisted out of this statement: that one reads the files
-        ctx.plan.insert_before(first, new, first=True)
+        ctx.plan.insert_before(first, new, ahead_of=ctx.hoisted_datasets)
 
 
 def _follows(ctx: Context, group: list[tuple[cst.BaseStatement, list[cst.Call]]], stmt: cst.BaseStatement, calls: list[cst.Call]) -> bool:

@@ -63,7 +63,7 @@ def wrap_models(ctx: Context, wrap_code=ddp_wrap_code) -> None:  # type: ignore[
             ctx.report("MIG107", "SyncBatchNorm conversion runs only when the model is on a GPU (it cannot run on the CPU)",
                        site.wrap_after or site.wrap_before)
         # replacing nn.DataParallel: its checkpoints already carry `module.`, and so do the wrapper's
-        if site.data_parallel is not None:
+        if site.data_parallel:
             unwrap_later_uses(ctx, site, WRAPPER_SAFE | STATE_DICT, route_saves=False)
         else:
             unwrap_later_uses(ctx, site)
@@ -88,15 +88,34 @@ def report_unwrapped_model(ctx: Context) -> None:
 
 
 def remove_data_parallel(ctx: Context, site: ModelSite) -> None:
-    """An existing `model = nn.DataParallel(model)` (and an `if` that only holds it) goes."""
-    if site.data_parallel is not None:
-        wrap = _data_parallel_call(ctx, site.data_parallel)
+    """Every existing `model = nn.DataParallel(model)` (and an `if` that only holds it) goes: a
+    script that wraps on two paths (resume or not) keeps none around the distributed wrapper."""
+    for stmt in site.data_parallel:
+        wrap = _data_parallel_call(ctx, stmt)
         inner = wrap.args[0].value if wrap is not None and wrap.args else None
         if inner is not None and spell(inner) != site.spelling:
             ctx.plan.replace_with(wrap, inner)  # `model = DataParallel(Net())` keeps `model = Net()`
         else:
-            ctx.plan.remove(site.data_parallel)
-        ctx.report("MIG003", f"nn.DataParallel on `{site.spelling}` removed; the distributed wrapper replaces it", site.data_parallel)
+            ctx.plan.remove(stmt)
+            _drop_emptied_else(ctx, stmt, site.data_parallel)
+    if len(site.data_parallel) == 1:
+        ctx.report("MIG003", f"nn.DataParallel on `{site.spelling}` removed; the distributed wrapper replaces it", site.data_parallel[0])
+    elif site.data_parallel:
+        lines = ", ".join(str(ctx.position(stmt)[0]) for stmt in site.data_parallel)
+        ctx.report("MIG003", f"nn.DataParallel on `{site.spelling}` removed in {len(site.data_parallel)} places (lines {lines}); "
+                   "the distributed wrapper replaces each", site.data_parallel[0])
+
+
+def _drop_emptied_else(ctx: Context, stmt: cst.BaseStatement, removed: list[cst.BaseStatement]) -> None:
+    """`else: model = nn.DataParallel(model)` left with nothing goes whole, not as `else: pass`."""
+    parent = ctx.index.parent_of.get(stmt)
+    orelse = parent.orelse if isinstance(parent, cst.If) else None
+    if not isinstance(orelse, cst.Else) or not isinstance(orelse.body, cst.IndentedBlock):
+        return
+    if not any(s is stmt for s in orelse.body.body) or not all(any(s is r for r in removed) for s in orelse.body.body):
+        return
+    if orelse.body.body[0] is stmt:  # once per `else`
+        ctx.plan.replace(parent, lambda updated: updated.with_changes(orelse=None))
 
 
 def _data_parallel_call(ctx: Context, stmt: cst.BaseStatement) -> cst.Call | None:
