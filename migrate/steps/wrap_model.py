@@ -98,12 +98,16 @@ def remove_data_parallel(ctx: Context, site: ModelSite) -> None:
         else:
             ctx.plan.remove(stmt)
             _drop_emptied_else(ctx, stmt, site.data_parallel)
+    # DataParallel split each batch across the GPUs; every process now gets a whole batch
+    batch = ("; each process now takes a whole batch where DataParallel split one across the GPUs "
+             "(--keep-global-batch keeps the global batch)" if not ctx.options.keep_global_batch else "")
     if len(site.data_parallel) == 1:
-        ctx.report("MIG003", f"nn.DataParallel on `{site.spelling}` removed; the distributed wrapper replaces it", site.data_parallel[0])
+        ctx.report("MIG003", f"nn.DataParallel on `{site.spelling}` removed; the distributed wrapper replaces it{batch}",
+                   site.data_parallel[0])
     elif site.data_parallel:
         lines = ", ".join(str(ctx.position(stmt)[0]) for stmt in site.data_parallel)
         ctx.report("MIG003", f"nn.DataParallel on `{site.spelling}` removed in {len(site.data_parallel)} places (lines {lines}); "
-                   "the distributed wrapper replaces each", site.data_parallel[0])
+                   f"the distributed wrapper replaces each{batch}", site.data_parallel[0])
 
 
 def _drop_emptied_else(ctx: Context, stmt: cst.BaseStatement, removed: list[cst.BaseStatement]) -> None:
