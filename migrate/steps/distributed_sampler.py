@@ -14,7 +14,7 @@ from __future__ import annotations
 import libcst as cst
 
 from migrate.analysis.datasets import streaming_origin
-from migrate.analysis.index import CallSite, Scope, descendants, spell
+from migrate.analysis.index import CallSite, Loop, Scope, descendants, spell
 from migrate.analysis.loaders import (
     EVALUATION_WORDS,
     data_loader_calls,
@@ -24,7 +24,7 @@ from migrate.analysis.loaders import (
     untraced_source,
 )
 from migrate.analysis.sites import LoaderSite
-from migrate.analysis.training import argument, contains
+from migrate.analysis.training import argument, callee_scope, contains
 from migrate.steps.base import Context, expression, statement, with_keyword
 
 SHARD_BY_HAND = "give each rank its own shard by hand, e.g. indices[dist.get_rank()::dist.get_world_size()]"
@@ -296,13 +296,37 @@ def _bind_dataset(ctx: Context, site: LoaderSite, dataset: cst.Arg) -> str:
     return name
 
 
+def _no_epoch_loop_message(ctx: Context, step: Loop | None) -> str:
+    """MIG103 as seen: the loop around the training loop, and why set_epoch was not added to it."""
+    advice = "call loader.sampler.set_epoch(epoch) at the start of each epoch, or every epoch reuses one shuffle"
+    outer = ctx.index.enclosing_statements(step.place.stmt)[1:] if step is not None else []
+    around = next((s for s in outer if isinstance(s, (cst.For, cst.While))), None)
+    if step is not None and around is None:
+        caller = next((c for c in ctx.index.calls if c.place.loops and callee_scope(ctx.index, c) is step.place.scope), None)
+        if caller is not None:
+            around = caller.place.loops[-1]
+    if step is not None and around is None and isinstance(step.node, cst.For) and step.target:
+        return (f"the training loop at line {ctx.position(step.node)[0]} (`for {step.target} in ...`) reads its batches in a "
+                f"way this tool does not follow, so it got no set_epoch; if it runs once per epoch, call "
+                f"loader.sampler.set_epoch({step.target}) at its top, or every epoch reuses one shuffle")
+    if step is None:
+        return f"no training loop around the backward pass that this tool can follow; {advice}"
+    if around is None:
+        return f"no epoch loop found around the training loop; {advice}"
+    line = ctx.position(around)[0]
+    if isinstance(around, cst.While):
+        return f"epochs repeat in the `while` loop at line {line}, which has no epoch variable to pass on; {advice}"
+    return (f"the training loop iterates `{ctx.code(step.node.iter).strip()}`, not a DataLoader this tool can follow, "
+            f"so the epoch loop at line {line} got no set_epoch; {advice}") if isinstance(step.node, cst.For) else \
+        f"the training loop is not over a DataLoader this tool can follow, so the epoch loop at line {line} got no set_epoch; {advice}"
+
+
 def _set_epochs(ctx: Context, all_sharded: bool, sharded: set[str | None]) -> None:
     """`loader.sampler.set_epoch(epoch)` first thing in each epoch, for sharded loaders only."""
     sites = ctx.sites
     if not sites.epoch_loops:
-        ctx.report("MIG103", "no `for epoch in ...` loop found around the training loader; call "
-                   "loader.sampler.set_epoch(epoch) at the start of each epoch, or every epoch reuses one shuffle",
-                   sites.step_loops[0].node if sites.step_loops else None)
+        step = sites.step_loops[0] if sites.step_loops else None
+        ctx.report("MIG103", _no_epoch_loop_message(ctx, step), step.node if step is not None else None)
     for epoch in sites.epoch_loops:
         if not all_sharded and epoch.loader not in sharded:
             continue
