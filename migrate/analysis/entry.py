@@ -79,14 +79,7 @@ def returns_plain_value(entry: Entry) -> bool:
     can go right before it. `return train(args)` still trains: teardown must wait for the value."""
     value = entry.teardown_before_return.value if entry.teardown_before_return is not None else None
     return entry.teardown_before_return is not None and (
-        value is None or not any(isinstance(n, cst.Call) for n in _walk(value)))
-
-
-def _walk(node: cst.CSTNode) -> list[cst.CSTNode]:
-    found = [node]
-    for child in node.children:
-        found += _walk(child)
-    return found
+        value is None or not any(isinstance(n, cst.Call) for n in descendants(value)))
 
 
 def _last_runnable(index: ScriptIndex, body: list[cst.BaseStatement]) -> cst.BaseStatement | None:

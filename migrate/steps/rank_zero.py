@@ -37,7 +37,7 @@ def rank_zero(ctx: Context) -> None:
         elif kind is not None:
             _guard_statement(ctx, call, kind)
     for stmt in index.block_of:
-        if isinstance(stmt, cst.With) and _opens_for_writing(index, stmt) and _may_guard(ctx, stmt):
+        if isinstance(stmt, cst.With) and _opens_for_writing(index, stmt) and may_guard(ctx, stmt):
             collective = collective_call(ctx, stmt.body)
             if collective is not None:
                 ctx.report("MIG120", f"`{ctx.code(stmt).strip().splitlines()[0]}` writes a file, but its body calls "
@@ -96,7 +96,7 @@ def _guard_statement(ctx: Context, call: CallSite, kind: str) -> None:
         return
     if not _is_own_statement(stmt, call.node):
         return
-    if not _may_guard(ctx, stmt):
+    if not may_guard(ctx, stmt):
         if kind == "print":
             _guard_outside_group(ctx, stmt)
         return
@@ -114,11 +114,11 @@ def _guard_outside_group(ctx: Context, stmt: cst.BaseStatement) -> None:
     """A print or log line that runs before setup (at import, or before `main()` sets the group up)
     or after teardown: `dist.get_rank()` cannot tell the rank there, the launcher's RANK can."""
     index = ctx.index
-    if any(isinstance(a, cst.If) and any(w in ctx.code(a.test) for w in RANK_WORDS) for a in index.enclosing_statements(stmt)[1:]):
+    if under_rank_check(ctx, stmt):
         return
     if ctx.sites.entry is None or ctx.sites.entry.library or runs_in_process_group(index, ctx.sites.entry, stmt):
         return
-    ctx.plan.guard(stmt, f'{ctx.module_name("os")}.environ.get("RANK", "0") == "0"')
+    ctx.plan.guard(stmt, launcher_rank_zero_test(ctx))
 
 
 def _one_line_suite_holding(stmt: cst.BaseStatement, call: cst.Call) -> cst.SimpleStatementSuite | None:
@@ -135,14 +135,14 @@ def _one_line_suite_holding(stmt: cst.BaseStatement, call: cst.Call) -> cst.Simp
 def _guard_in_one_line_suite(ctx: Context, stmt: cst.BaseStatement, suite: cst.SimpleStatementSuite, call: CallSite) -> None:
     """The one-line body becomes an indented block whose print line is guarded."""
     index = ctx.index
-    if any(isinstance(a, cst.If) and any(w in ctx.code(a.test) for w in RANK_WORDS) for a in index.enclosing_statements(stmt)):
+    if under_rank_check(ctx, stmt, itself=True):
         return
     if _may_be_collective(ctx, call.node):
         return
     if ctx.sites.entry is not None and runs_in_process_group(index, ctx.sites.entry, stmt):
         test = ctx.rank_zero_test()
     else:
-        test = f'{ctx.module_name("os")}.environ.get("RANK", "0") == "0"'
+        test = launcher_rank_zero_test(ctx)
     position = next(i for i, small in enumerate(suite.body) if isinstance(small, cst.Expr) and small.value is call.node)
 
     def indent(updated: cst.SimpleStatementSuite) -> cst.IndentedBlock:
@@ -167,14 +167,21 @@ def _is_own_statement(stmt: cst.BaseStatement, call: cst.Call) -> bool:
     )
 
 
-def _may_guard(ctx: Context, stmt: cst.BaseStatement) -> bool:
+def may_guard(ctx: Context, stmt: cst.BaseStatement) -> bool:
     """Only where the process group exists (after setup, before teardown: `dist.get_rank()` raises
     elsewhere), and not already under a rank check."""
-    index = ctx.index
-    for ancestor in index.enclosing_statements(stmt)[1:]:
-        if isinstance(ancestor, cst.If) and any(w in ctx.code(ancestor.test) for w in RANK_WORDS):
-            return False
-    return runs_in_process_group(index, ctx.sites.entry, stmt)
+    return not under_rank_check(ctx, stmt) and runs_in_process_group(ctx.index, ctx.sites.entry, stmt)
+
+
+def under_rank_check(ctx: Context, stmt: cst.BaseStatement, itself: bool = False) -> bool:
+    """Whether an `if` around `stmt` (or `stmt` itself, with `itself`) already tests the rank."""
+    around = ctx.index.enclosing_statements(stmt)[0 if itself else 1:]
+    return any(isinstance(a, cst.If) and any(w in ctx.code(a.test) for w in RANK_WORDS) for a in around)
+
+
+def launcher_rank_zero_test(ctx: Context) -> str:
+    """The rank-0 test where no process group exists yet (import time) or any more: the launcher's RANK."""
+    return f'{ctx.module_name("os")}.environ.get("RANK", "0") == "0"'
 
 
 def _may_be_collective(ctx: Context, node: cst.CSTNode) -> bool:
@@ -258,16 +265,16 @@ def _create_on_rank_zero(ctx: Context, call: CallSite) -> None:
     `run.name`), it must exist on every rank: the other ranks start it with `mode="disabled"`,
     wandb's own no-op run, which holds the same config and accepts every call."""
     stmt = call.place.stmt
-    if call.name == "wandb.init" and _may_guard(ctx, stmt):
+    if call.name == "wandb.init" and may_guard(ctx, stmt):
         read = _wandb_read_elsewhere(ctx, call)
         if read is not None:
             _disabled_elsewhere(ctx, call)
             return
     if _is_own_statement(stmt, call.node):
-        if _may_guard(ctx, stmt):
+        if may_guard(ctx, stmt):
             ctx.plan.guard(stmt, ctx.rank_zero_test())
         return
-    if not _may_guard(ctx, stmt):
+    if not may_guard(ctx, stmt):
         return
     test = ctx.rank_zero_test()
     ctx.plan.replace(call.node, lambda updated: cst.IfExp(test=expression(test), body=updated, orelse=cst.Name("None")))
@@ -290,12 +297,7 @@ def _report_handle_reads(ctx: Context) -> None:
 def runs_on_rank_zero(ctx: Context, stmt: cst.BaseStatement) -> bool:
     """Whether the statement (or one around it) runs on rank 0 only: guarded by the conversion or
     by the script itself."""
-    for ancestor in ctx.index.enclosing_statements(stmt):
-        if ancestor in ctx.plan.guarded:
-            return True
-        if isinstance(ancestor, cst.If) and any(w in ctx.code(ancestor.test) for w in RANK_WORDS):
-            return True
-    return False
+    return any(a in ctx.plan.guarded for a in ctx.index.enclosing_statements(stmt)) or under_rank_check(ctx, stmt, itself=True)
 
 
 WANDB_STATE = frozenset({"config", "run", "summary"})

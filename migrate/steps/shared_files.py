@@ -25,7 +25,7 @@ from migrate.analysis.entry import runs_in_process_group
 from migrate.analysis.index import CallSite, ScriptIndex, descendants, names_in, read_names, spell
 from migrate.analysis.training import argument, callee_scope, calls_in, contains
 from migrate.steps.base import Context, expression, statements
-from migrate.steps.rank_zero import RANK_WORDS, SAVES, may_be_collective, runs_on_rank_zero
+from migrate.steps.rank_zero import SAVES, may_be_collective, may_guard, runs_on_rank_zero
 
 MAKE_DIRS = ("os.mkdir", "os.makedirs")
 DESTRUCTIVE = (
@@ -55,19 +55,11 @@ def shared_files(ctx: Context) -> None:
 
 # -- who may run what ------------------------------------------------------------------------
 
-def _guardable(ctx: Context, stmt: cst.BaseStatement) -> bool:
-    """After setup, before teardown, and not already under a rank check of the script's."""
-    for ancestor in ctx.index.enclosing_statements(stmt)[1:]:
-        if isinstance(ancestor, cst.If) and any(w in ctx.code(ancestor.test) for w in RANK_WORDS):
-            return False
-    return runs_in_process_group(ctx.index, ctx.sites.entry, stmt)
-
-
 def every_rank_reaches(ctx: Context, stmt: cst.BaseStatement, depth: int = 0) -> bool:
     """Whether a barrier at `stmt` is met by every rank: it runs in the process group, under no
     `while`/`try`, and under no `if` whose test may differ per rank (only tests on the parsed
     command line or constants are known to agree); in a function, the same holds where it is called."""
-    if not _guardable(ctx, stmt):
+    if not may_guard(ctx, stmt):
         return False
     index = ctx.index
     for ancestor in index.enclosing_statements(stmt)[1:]:
@@ -214,7 +206,7 @@ def _top_of_run(ctx: Context, stmt: cst.BaseStatement) -> cst.BaseStatement:
 def _guard_run(ctx: Context, run: list[cst.BaseStatement]) -> bool:
     """The run on rank 0 (then a barrier when it made directories); False when it cannot be."""
     first, last = run[0], run[-1]
-    if not _guardable(ctx, first):
+    if not may_guard(ctx, first):
         if not runs_in_process_group(ctx.index, ctx.sites.entry, first):  # else: the script's own rank check
             ctx.report("MIG120", f"`{_first_line(ctx, first)}` deletes, moves or copies files on every rank, before the "
                        "process group exists (or after it is gone): ranks race on the same paths; run it on one "
@@ -333,7 +325,7 @@ def _file_handles(ctx: Context) -> None:
             opened.setdefault((binding.target, id(binding.place.scope)), []).append(stmt)
     for (name, _scope), opens in opened.items():
         scope = index.scope_of[opens[0]]
-        if not all(_guardable(ctx, stmt) for stmt in opens):
+        if not all(may_guard(ctx, stmt) for stmt in opens):
             continue
         rebound = any(
             b.target == name and b.place.scope is scope and b.place.stmt not in opens for b in index.bindings

@@ -196,22 +196,23 @@ def check_steps(launch: Launch, nproc: int, expected: int, source: Source) -> Ch
     for rank in range(nproc):
         record = launch.records.get(rank)
         if record is None:
+            check.status = FAILED
             check.detail.append(f"rank {rank} never started; launcher output:\n{tail(launch.output)}")
             continue
         end = record.end
         if end is not None and end["outcome"] == "error":
+            check.status = FAILED
             check.detail.append(f"rank {rank} raised {end.get('error')} at {source.at(end.get('where'))}"
                                 f" after {record.steps} steps")
         elif record.steps < expected and end is not None and end["outcome"] == "finished":
             check.detail.append(f"rank {rank} ran {record.steps} steps and the script ended by itself"
                                 " (each rank has 1/N of the data)")
         elif record.steps < expected:
+            check.status = FAILED
             stopped = last_user_frame(record.stack, source)
             how = f"; it was at {stopped} when it was stopped" if stopped else ""
             check.detail.append(f"rank {rank} reached {record.steps} of {expected} steps{how}")
-    if any(" raised " in line or " reached " in line or "never started" in line for line in check.detail):
-        check.status = FAILED
-    elif not check.detail:
+    if not check.detail:
         check.detail.append(f"{nproc} ranks reached {expected} steps")
     return check
 

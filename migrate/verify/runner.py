@@ -125,8 +125,9 @@ class Probe:
             self.note_optimizer(optimizer)
         self.counts[key] = self.counts.get(key, 0) + 1
         self.total += 1
+        trained = self.trained_models()
         params = {f"{i}:{module_name(m)}": parameter_digest(m) for i, m in enumerate(self.models)
-                  if any(m is t for t in self.trained_models())}
+                  if any(m is t for t in trained)}
         self.recorder.event("step", n=self.total, optimizer=type(optimizer).__name__,
                             params=params, where=self.recorder.user_frame())
         if min(self.counts.values()) >= self.steps or max(self.counts.values()) >= 10 * self.steps:
@@ -201,12 +202,14 @@ def first_tensor(value: Any, depth: int = 0) -> Any:
 
 
 def digest(tensors: list[Any]) -> str:
+    import torch
+
     hasher = hashlib.sha1()
     for tensor in tensors:
         data = tensor.detach().cpu().contiguous()
         hasher.update(str((tuple(data.shape), str(data.dtype))).encode())
         if data.numel():
-            hasher.update(data.view(-1).view(__import__("torch").uint8).numpy().tobytes())
+            hasher.update(data.view(-1).view(torch.uint8).numpy().tobytes())
     return hasher.hexdigest()[:16]
 
 

@@ -1,7 +1,6 @@
 """train.py converted to DDP by hand, correctly: the variants in test_verify.py break it on purpose."""
 
 import argparse
-import os
 
 import torch
 import torch.distributed as dist
