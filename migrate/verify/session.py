@@ -120,8 +120,16 @@ def launch_converted(script: Path, record: Path, options: VerifyOptions) -> Laun
     runner = runner_arguments(script, record, options)
     if options.target == "deepspeed":
         launcher = str(Path(sys.executable).parent / "deepspeed")
-        command = [launcher, "--num_gpus", str(options.nproc), "--master_port", str(free_port()),
+        port = free_port()
+        command = [launcher, "--num_gpus", str(options.nproc), "--master_port", str(port),
                    "--module", "migrate.verify.runner", *runner]
+        try:
+            return run(command, script.parent, record, options)
+        finally:
+            # the ranks end without DeepSpeed's teardown (or are killed): its CPU all-reduce
+            # buffers in /dev/shm, named after the port, would stay and fill shared memory
+            for buffer in Path("/dev/shm").glob(f"deepspeed_allreduce_buffer_*_{port}_*"):
+                buffer.unlink(missing_ok=True)
     else:
         command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={options.nproc}",
                    "--module", "migrate.verify.runner", *runner]
