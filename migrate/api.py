@@ -1,53 +1,35 @@
 """The library API: convert source text, or files on disk, to a target.
 
-`migrate_source` is pure (text in, FileResult out). `migrate_paths` adds reading (encoding
-cookies, CRLF kept), the cheap textual prefilter, and atomic writes. libcst is imported only
-here and below, on first use, so the CLI starts fast.
+`migrate_source` is pure (text in, FileResult out). `migrate_paths` adds choosing the files
+(migrate.paths), reading them (migrate.sources: encoding cookies, regular files only) and turning
+any failure in one file into an error for that file. Writing is migrate.writing. libcst is
+imported only here and below, on first use, so the CLI starts fast.
 """
 
 from __future__ import annotations
 
-import io
+import contextlib
+import dataclasses
+import gc
 import os
 import re
-import tempfile
-import tokenize
-from collections.abc import Iterable, Iterator
-from pathlib import Path
+import sys
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from typing import TypeVar
 
 from migrate.findings import finding
 from migrate.model import FileResult, InputError, Options
+from migrate.paths import select
+from migrate.sources import read
+
+T = TypeVar("T")
 
 # A file without these words cannot be a training loop: skip it before parsing.
 PREFILTER_WORDS = ("backward",)
 # Findings that describe a change to the file (setup placed, a wrapper replaced): dropped when a
 # later step refuses the file, which is then left exactly as it was.
 ONLY_WHEN_CONVERTED = frozenset({"MIG003", "MIG107", "MIG108"})
-
-
-def read_source(path: str) -> tuple[str, str]:
-    """(text, encoding). Honours a PEP 263 cookie and a BOM; raises InputError otherwise."""
-    try:
-        raw = Path(path).read_bytes()
-    except FileNotFoundError:
-        raise InputError(path, 0, 0, "no such file") from None
-    except IsADirectoryError:
-        raise InputError(path, 0, 0, "is a directory, not a Python file") from None
-    except OSError as error:
-        raise InputError(path, 0, 0, f"cannot read: {error.strerror}") from None
-    try:
-        encoding, _ = tokenize.detect_encoding(io.BytesIO(raw).readline)
-    except SyntaxError as error:
-        if b"coding" in b"\n".join(raw.splitlines()[:2]):
-            raise InputError(path, 1, 1, f"bad coding cookie: {error}") from None
-        encoding = "utf-8"  # undecodable bytes in the first lines: let the decoder say where
-    try:
-        return raw.decode(encoding), encoding
-    except UnicodeDecodeError as error:
-        line = raw[: error.start].count(b"\n") + 1
-        col = error.start - (raw.rfind(b"\n", 0, error.start) + 1) + 1
-        raise InputError(path, line, col, f"not valid {encoding} (byte 0x{raw[error.start]:02x}); "
-                         "add a coding cookie such as `# -*- coding: latin-1 -*-`") from None
 
 
 def migrate_source(code: str, target: str, options: Options | None = None, path: str = "train.py") -> FileResult:
@@ -58,6 +40,7 @@ def migrate_source(code: str, target: str, options: Options | None = None, path:
     from migrate.rewrite import EditPlan
     from migrate.steps.base import Context
     from migrate.targets import targets
+    from migrate.unbound import introduced_unbound_names
 
     options = options or Options()
     spec = targets()[target]
@@ -94,6 +77,11 @@ def migrate_source(code: str, target: str, options: Options | None = None, path:
         compile(new_code, path, "exec")
     except SyntaxError as error:
         message = f"internal error: the rewrite did not compile ({error.msg}, line {error.lineno}); file left untouched"
+        return FileResult(path=path, old=code, new=code, findings=(finding("MIG901", message),), error=True)
+    unbound = introduced_unbound_names(code, new_code)
+    if unbound:
+        name, line, _col = unbound[0]
+        message = f"internal error: the rewrite reads `{name}` (line {line}) before it is bound; file left untouched"
         return FileResult(path=path, old=code, new=code, findings=(finding("MIG901", message),), error=True)
     return FileResult(path=path, old=code, new=new_code, findings=findings, artifacts=tuple(spec.artifacts(path, ctx)))
 
@@ -210,67 +198,74 @@ def _skipped(path: str, code: str, finding_code: str, message: str) -> FileResul
     return FileResult(path=path, old=code, new=code, findings=(finding(finding_code, message, 1, 1),), skipped=True)
 
 
-def migrate_paths(paths: Iterable[str], target: str, options: Options | None = None) -> Iterator[FileResult | InputError]:
-    """Convert each file (directories are searched for *.py). Yields InputError for bad input."""
-    for path in expand_paths(paths):
-        try:
-            code, _encoding = read_source(path)
-            yield migrate_source(code, target, options, path)
-        except InputError as error:
-            yield error
+def migrate_paths(paths: Iterable[str], target: str, options: Options | None = None,
+                  exclude: Iterable[str] = ()) -> Iterator[FileResult | InputError]:
+    """Convert each file (folders are searched, see migrate.paths). Yields InputError for bad input
+    and for an internal error in one file, then goes on with the next: never raises for a file."""
+    selection = select(paths, exclude)
+    yield from selection.errors
+    for found in selection.files:
+        yield migrate_file(found.path, target, options)
 
 
-def expand_paths(paths: Iterable[str]) -> Iterator[str]:
-    for path in paths:
-        if os.path.isdir(path):
-            yield from sorted(str(p) for p in Path(path).rglob("*.py") if ".venv" not in p.parts)
-        else:
-            yield path
-
-
-def write_result(result: FileResult) -> None:
-    """Write the converted file and its artifacts, each atomically (temp file, then rename).
-
-    The original's mode bits and encoding are kept. An existing artifact is overwritten only
-    with the same content: a user's own file of that name is an error, not a casualty.
-    """
-    check_writable(result)
-    if result.new != result.old:
-        _, encoding = read_source(result.path)
-        _atomic_write(result.path, result.new.encode(encoding), mode=os.stat(result.path).st_mode & 0o7777)
-    for artifact in result.artifacts:
-        if os.path.exists(artifact.path) and Path(artifact.path).read_text() != artifact.text:
-            raise InputError(artifact.path, 0, 0, "exists and differs from what would be generated; move it away first")
-        _atomic_write(artifact.path, artifact.text.encode(), mode=0o755 if artifact.executable else 0o644)
-
-
-def check_writable(result: FileResult) -> None:
-    """Raise InputError unless every file this result writes can be written (checked up front,
-    so a batch stops before its first write). Read-only mode bits count even for root."""
-    targets = [result.path] if result.new != result.old else []
-    for path in targets + [a.path for a in result.artifacts]:
-        folder = os.path.dirname(os.path.abspath(path))
-        if os.path.exists(path):
-            if not os.stat(path).st_mode & 0o222 or not os.access(path, os.W_OK):
-                raise InputError(path, 0, 0, "is read-only; nothing was written")
-        else:
-            existing = folder
-            while not os.path.isdir(existing):
-                existing = os.path.dirname(existing)
-            if not os.access(existing, os.W_OK):
-                raise InputError(path, 0, 0, f"cannot create a file in {folder}; nothing was written")
-
-
-def _atomic_write(path: str, data: bytes, mode: int) -> None:
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=folder, prefix=".migrate-", suffix=".tmp")
+def migrate_file(path: str, target: str, options: Options | None = None) -> FileResult | InputError:
+    """Read and convert one file; every failure becomes an InputError naming the file."""
     try:
-        with os.fdopen(handle, "wb") as stream:
-            stream.write(data)
-        os.chmod(temporary, mode)
-        os.replace(temporary, path)
-    except BaseException:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
-        raise
+        source = read(path)
+        with _collector_paused():
+            result = run_deep(migrate_source, source.text, target, options, path)
+    except InputError as error:
+        return error
+    except RecursionError:
+        return InputError(path, 0, 0, "internal error: nested too deeply to analyse; file left untouched")
+    except MemoryError:
+        return InputError(path, 0, 0, "internal error: out of memory; file left untouched")
+    except Exception as error:  # a bug of ours: one file's failure must not stop the others
+        return InputError(path, 0, 0, f"internal error: {type(error).__name__}: {error}; file left untouched "
+                          "(please report it with the file)")
+    return dataclasses.replace(result, encoding=source.encoding, digest=source.digest)
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cycle collector off while one file converts: a big syntax tree makes every
+    collection walk it again, and that alone made time per line grow with the file's size."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+# Code nested a few hundred levels deep (a 600-term `+` chain, an 800-branch `elif`) is valid
+# Python; libcst's tree and our visitors recurse once per level. A worker thread with a large
+# stack and a high recursion limit converts it instead of failing.
+DEEP_STACK_BYTES = 512 * 1024 * 1024
+DEEP_RECURSION_LIMIT = 60_000
+
+
+def run_deep(function: Callable[..., T], *args: object) -> T:
+    """Call `function(*args)` on a thread whose stack fits deeply nested code; re-raise its error."""
+    outcome: dict[str, object] = {}
+
+    def target() -> None:
+        try:
+            outcome["value"] = function(*args)
+        except BaseException as error:  # handed to the caller's thread
+            outcome["error"] = error
+
+    previous_stack = threading.stack_size(DEEP_STACK_BYTES)
+    previous_limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(previous_limit, DEEP_RECURSION_LIMIT))
+    try:
+        worker = threading.Thread(target=target, name="migrate-convert")
+        worker.start()
+        worker.join()
+    finally:
+        threading.stack_size(previous_stack)
+        sys.setrecursionlimit(previous_limit)
+    if "error" in outcome:
+        raise outcome["error"]  # type: ignore[misc]
+    return outcome["value"]  # type: ignore[return-value]

@@ -2,18 +2,23 @@
 
 By default a command prints a unified diff (the converted scripts plus the files it would
 create) and writes nothing; `--write` applies it; `--check` only says which files would change.
-Findings go to stderr as `path:line:col: MIGnnn message`. Exit status: 0 done, 1 `--check`
+Findings go to stderr as `path:line:col: severity: MIGnnn message`. Exit status: 0 done, 1 `--check`
 found files to convert, 2 bad input (missing, undecodable, syntax error) or an internal error.
 This module imports no libcst: the API does, when a command actually runs.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import os
 import re
+import shlex
 import sys
 from typing import Annotated, Optional
 
 import typer
+from typer.core import TyperCommand
 
 from migrate.model import FileResult, InputError, Options
 
@@ -22,17 +27,30 @@ EXIT_OK, EXIT_WOULD_CHANGE, EXIT_BAD_INPUT = 0, 1, 2
 app = typer.Typer(
     help=(
         "Turn a single-GPU PyTorch training script into a distributed one, with a diff you can review.\n\n"
-        "Example: migrate to-ddp train.py | less   (review)   then   migrate to-ddp --write train.py"
+        "\b\nExample:\n  migrate to-ddp train.py | less        # review the diff\n"
+        "  migrate to-ddp --write train.py       # apply it\n"
+        "  migrate verify --fake-data train.py   # run both, check the ranks"
     ),
+    context_settings={"help_option_names": ["-h", "--help"]},
     no_args_is_help=True,
     add_completion=False,
     rich_markup_mode=None,
     pretty_exceptions_enable=False,
 )
 
-Paths = Annotated[list[str], typer.Argument(help="Training scripts, or folders searched for *.py.", show_default=False)]
+Paths = Annotated[list[str], typer.Argument(metavar="PATH...", hidden=True, show_default=False)]
+
+
+class PlainUsage(TyperCommand):
+    """Usage lines as people write them (`migrate to-ddp [OPTIONS] PATH...`): each argument by its
+    metavar, without typer's braces; the arguments themselves are described in the help text."""
+
+    def collect_usage_pieces(self, ctx):  # type: ignore[no-untyped-def]
+        pieces = [self.options_metavar] if self.options_metavar else []
+        return pieces + [param.metavar for param in self.params if param.param_type_name == "argument" and param.metavar]
 Write = Annotated[bool, typer.Option("--write", help="Rewrite the files in place and create the launch script (atomically).")]
 Check = Annotated[bool, typer.Option("--check", help="Write nothing; list the files that would change; exit 1 if any.")]
+Exclude = Annotated[Optional[list[str]], typer.Option("--exclude", metavar="GLOB", help="Skip files a folder search finds whose path (relative to the folder) or any folder on the way matches GLOB; repeatable. Example: --exclude 'tests' --exclude '*_old.py'")]
 Nproc = Annotated[str, typer.Option("--nproc-per-node", metavar="N", help="Processes per node in the launch script: a number, 'gpu' or 'auto'. Example: --nproc-per-node 8")]
 KeepGlobalBatch = Annotated[bool, typer.Option("--keep-global-batch", help="Divide each DataLoader's batch_size by the world size, so the global batch stays what the script says (default: each process keeps the script's batch, the global batch grows).")]
 ScaleLr = Annotated[bool, typer.Option("--scale-lr", help="Multiply the optimizer's lr by the world size (linear scaling for the larger global batch).")]
@@ -40,18 +58,55 @@ SyncBatchnorm = Annotated[bool, typer.Option("--sync-batchnorm", help="Convert B
 ReportFormat = Annotated[str, typer.Option("--report", metavar="FORMAT", help="How findings are printed on stderr: text, markdown or json.")]
 
 
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            number = version("torch-migrate")
+        except PackageNotFoundError:
+            number = "unknown (not installed)"
+        sys.stdout.write(f"migrate (torch-migrate) {number}\n")
+        raise typer.Exit(EXIT_OK)
+
+
 @app.callback()
-def _commands() -> None:
+def _commands(
+    show_version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")] = False,
+) -> None:
     """Turn a single-GPU PyTorch training script into a distributed one, with a diff you can review."""
 
 
+MAX_PROCESSES = 4096  # per node (and a hostfile's slots): beyond any machine there is
+
+
 def _nproc(value: str) -> str:
-    if value in ("auto", "gpu") or (value.isdigit() and int(value) > 0):
+    if value in ("auto", "gpu") or (value.isascii() and value.isdigit() and 0 < len(value) <= 4 and 0 < int(value) <= MAX_PROCESSES):
         return value
-    raise typer.BadParameter(f"{value!r}: give a positive number, 'gpu' or 'auto'", param_hint="--nproc-per-node")
+    raise typer.BadParameter(f"{value[:40]!r}: give a number from 1 to {MAX_PROCESSES}, 'gpu' or 'auto'",
+                             param_hint="--nproc-per-node")
 
 
-@app.command("to-ddp")
+def _one_mode(write: bool, check: bool) -> None:
+    if write and check:
+        raise typer.BadParameter("--write and --check exclude each other: --check writes nothing", param_hint="--write/--check")
+
+
+def _config_out(value: str | None) -> str | None:
+    """--config-out is written into the script, the launcher and a comment: a plain file name."""
+    from migrate.sources import unsafe_name_reason
+
+    if value is None:
+        return None
+    reason = unsafe_name_reason(value) if value.strip() else "is empty"
+    if reason is None and (value.endswith(("/", os.sep)) or os.path.isdir(value)):
+        reason = "is a folder; give a file name such as ds_config.json"
+    if reason is not None:
+        raise typer.BadParameter(f"{ascii(value)[1:-1]!r} {reason}", param_hint="--config-out")
+    return value
+
+
+@app.command("to-ddp", cls=PlainUsage, short_help="DistributedDataParallel, launched by torchrun.")
 def to_ddp(
     paths: Paths,
     write: Write = False,
@@ -61,23 +116,31 @@ def to_ddp(
     scale_lr: ScaleLr = False,
     sync_batchnorm: SyncBatchnorm = False,
     report: ReportFormat = "text",
+    exclude: Exclude = None,
 ) -> None:
-    """DistributedDataParallel, launched by torchrun.
+    """DistributedDataParallel, launched by torchrun. PATH: training scripts, or folders searched for *.py.
 
     Adds process-group setup (NCCL on GPUs, gloo on CPU; plain `python train.py` still runs as one
     process), a DistributedSampler with set_epoch, the model on the local rank's device wrapped in
     DDP, output and checkpoints on rank 0, no_sync() for gradient accumulation, and a launch script
     run_<script>_ddp.sh.
 
-    Example: migrate to-ddp train.py > ddp.patch && git apply ddp.patch
+    \b
+    Example:
+      migrate to-ddp train.py > ddp.patch && git apply ddp.patch
     """
+    _one_mode(write, check)
+    if keep_global_batch and scale_lr:
+        raise typer.BadParameter("--scale-lr raises the learning rate for a global batch that grows with the world "
+                                 "size, and --keep-global-batch keeps the global batch as it is: choose one",
+                                 param_hint="--keep-global-batch/--scale-lr")
     options = Options(
         nproc_per_node=_nproc(nproc_per_node),
         keep_global_batch=keep_global_batch,
         scale_lr=scale_lr,
         sync_batchnorm=sync_batchnorm,
     )
-    raise typer.Exit(run("ddp", paths, options, write=write, check=check, report=report))
+    raise typer.Exit(run("ddp", paths, options, write=write, check=check, report=report, exclude=tuple(exclude or ())))
 
 
 Zero = Annotated[int, typer.Option("--zero", min=0, max=3, metavar="0-3", help="ZeRO stage: 0 (plain data parallel), 1 (shard optimizer state), 2 (+ gradients), 3 (+ weights).")]
@@ -90,10 +153,10 @@ Fp32 = Annotated[bool, typer.Option("--fp32", help="Train in float32 even if the
 ConfigOut = Annotated[Optional[str], typer.Option("--config-out", metavar="PATH", help="Where to write the DeepSpeed config, relative to the script's folder (default: ds_config.json beside it).")]
 Hosts = Annotated[Optional[str], typer.Option("--hosts", metavar="HOST:GPUS,...", help="Several nodes: write a hostfile and a multi-node launcher. Example: --hosts node1:8,node2:8")]
 
-HOST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(:[1-9][0-9]*)?$")
+HOST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}(:[1-9][0-9]{0,3})?$")
 
 
-@app.command("to-deepspeed")
+@app.command("to-deepspeed", cls=PlainUsage, short_help="DeepSpeed engine (ZeRO 0-3), launched by the deepspeed launcher.")
 def to_deepspeed(
     paths: Paths,
     zero: Zero = 2,
@@ -108,8 +171,9 @@ def to_deepspeed(
     write: Write = False,
     check: Check = False,
     report: ReportFormat = "text",
+    exclude: Exclude = None,
 ) -> None:
-    """DeepSpeed engine (ZeRO 0-3), launched by the deepspeed launcher.
+    """DeepSpeed engine (ZeRO 0-3), launched by the deepspeed launcher. PATH: training scripts, or folders searched for *.py.
 
     deepspeed.initialize(model=..., optimizer=<your optimizer>) after both exist; engine.backward(loss)
     and engine.step() replace loss.backward() and optimizer.step(); zero_grad, GradScaler, autocast and
@@ -119,8 +183,12 @@ def to_deepspeed(
     gathers weights on every rank before a rank-0 torch.save, and writes run_<script>_deepspeed.sh.
     Precision follows the script (GradScaler: fp16; bfloat16 autocast: bf16) unless you choose one.
 
-    Example: migrate to-deepspeed --zero 3 --offload-param cpu train.py > ds.patch
+    \b
+    Example:
+      migrate to-deepspeed --zero 3 --offload-param cpu train.py > ds.patch
     """
+    _one_mode(write, check)
+    config_out = _config_out(config_out)
     for name, value in (("--offload-optimizer", offload_optimizer), ("--offload-param", offload_param)):
         if value not in ("none", "cpu", "nvme"):
             raise typer.BadParameter(f"{value!r}: choose none, cpu or nvme", param_hint=name)
@@ -133,17 +201,20 @@ def to_deepspeed(
     host_list = tuple(h.strip() for h in hosts.split(",") if h.strip()) if hosts else ()
     for host in host_list:
         if not HOST.match(host):
-            raise typer.BadParameter(f"{host!r}: write HOST or HOST:GPUS (letters, digits, . _ -)", param_hint="--hosts")
+            raise typer.BadParameter(f"{host[:60]!r}: write HOST or HOST:GPUS (letters, digits, . _ -; GPUS from 1 to "
+                                     f"{MAX_PROCESSES})", param_hint="--hosts")
+        if ":" in host and int(host.split(":")[1]) > MAX_PROCESSES:
+            raise typer.BadParameter(f"{host!r}: at most {MAX_PROCESSES} GPUs per host", param_hint="--hosts")
     precision = "bf16" if bf16 else "fp16" if fp16 else "fp32" if fp32 else "auto"
     options = Options(zero=zero, offload_optimizer=offload_optimizer, offload_param=offload_param,
                       nvme_path=nvme_path, precision=precision, config_out=config_out, hosts=host_list)
-    raise typer.Exit(run("deepspeed", paths, options, write=write, check=check, report=report))
+    raise typer.Exit(run("deepspeed", paths, options, write=write, check=check, report=report, exclude=tuple(exclude or ())))
 
 
-@app.command("verify")
+@app.command("verify", cls=PlainUsage, short_help="Run the original and the converted script; check ranks, data, output.")
 def verify(
-    script: Annotated[str, typer.Argument(help="The single-GPU training script to convert and check.", show_default=False)],
-    script_args: Annotated[Optional[list[str]], typer.Argument(metavar="[-- SCRIPT_ARGS...]", help="Arguments for the script, after `--`.", show_default=False)] = None,
+    script: Annotated[str, typer.Argument(metavar="SCRIPT", hidden=True, help="The single-GPU training script to convert and check.", show_default=False)],
+    script_args: Annotated[Optional[list[str]], typer.Argument(metavar="[-- SCRIPT_ARGS...]", hidden=True, show_default=False)] = None,
     target: Annotated[str, typer.Option("--target", metavar="ddp|deepspeed", help="The conversion to check.")] = "ddp",
     converted: Annotated[Optional[str], typer.Option("--converted", metavar="PATH", help="Check this already converted script instead of converting SCRIPT.")] = None,
     steps: Annotated[int, typer.Option("--steps", min=1, metavar="N", help="Optimizer steps each run takes before it is stopped.")] = 3,
@@ -157,6 +228,7 @@ def verify(
     keep: Annotated[Optional[str], typer.Option("--keep", metavar="FOLDER", help="Keep the copies and per-rank records in FOLDER.")] = None,
 ) -> None:
     """Prove a conversion on your own script: run the original and the converted script, compare.
+    SCRIPT: the single-GPU training script; SCRIPT_ARGS (after `--`): its arguments.
 
     Converts SCRIPT into a temporary copy of its folder (your files are only read), runs the
     original as one process and the converted script with --nproc processes under the target's
@@ -166,7 +238,9 @@ def verify(
     checkpoints keep the original's state-dict layout. Exit 0 passed, 1 a check failed, 2 could not
     run (bad input, or the original script itself fails).
 
-    Example: migrate verify --fake-data train.py -- --epochs 1 --batch-size 8
+    \b
+    Example:
+      migrate verify --fake-data train.py -- --epochs 1 --batch-size 8
     """
     from migrate.verify.report import RENDER
     from migrate.verify.session import VerifyOptions
@@ -188,72 +262,229 @@ def verify(
     raise typer.Exit(result.exit_code)
 
 
-def run(target: str, paths: list[str], options: Options, write: bool, check: bool, report: str) -> int:
+def run(target: str, paths: list[str], options: Options, write: bool, check: bool, report: str,
+        exclude: tuple[str, ...] = ()) -> int:
     """Convert, then print or write. Returns the exit status."""
     from migrate import api
-    from migrate import report as reports
+    from migrate.paths import select
 
     if report not in ("text", "markdown", "json"):
         _error(f"--report: unknown format {report!r} (text, markdown, json)")
         return EXIT_BAD_INPUT
-    status = EXIT_OK
+    out = Output(report)
+    selection = select(paths, exclude)
+    out.errors.extend(selection.errors)
     results: list[FileResult] = []
-    for outcome in api.migrate_paths(paths, target, options):
+    searched: set[str] = set()
+    for found in selection.files:
+        outcome = api.migrate_file(found.path, target, options)
         if isinstance(outcome, InputError):
-            _error(str(outcome))
-            status = EXIT_BAD_INPUT
+            out.errors.append(outcome)
             continue
         results.append(outcome)
-        if outcome.error:
-            status = EXIT_BAD_INPUT
-    _print_findings(results, report)
+        if not found.named:
+            searched.add(outcome.path)
+    if target == "deepspeed" and options.config_out is None:
+        results = _own_configs(results, options, out)
     changed = [r for r in results if r.changed and not r.error]
+    status = EXIT_BAD_INPUT if out.errors or any(r.error for r in results) else EXIT_OK
     if check:
-        for result in changed:
-            print(reports.display_path(result.path))
-        return status or (EXIT_WOULD_CHANGE if changed else EXIT_OK)
-    if write:
-        return status or _write_all(changed)
-    sys.stdout.write("".join(reports.result_diff(r) for r in changed))
+        out.stdout_lines([out.name(r.path) for r in changed])
+        status = status or (EXIT_WOULD_CHANGE if changed else EXIT_OK)
+    elif write:
+        if status == EXIT_OK:
+            status = _write_all(changed, out)
+    else:
+        status = _print_diff(changed, out) or status
+    out.finish(results, searched, selection.searched, written=write and status == EXIT_OK)
     return status
 
 
-def _write_all(results: list[FileResult]) -> int:
+def _own_configs(results: list[FileResult], options: Options, out: "Output") -> list[FileResult]:
+    """Scripts of one folder that would write one ds_config.json with different settings each get
+    their own, ds_config_<script>.json (converted again with that --config-out), and the run says so."""
     from migrate import api
-    from migrate.report import display_path
+    from migrate.steps.deepspeed_engine import CONFIG_NAME
 
-    try:
-        for result in results:
-            api.check_writable(result)
-    except InputError as error:
-        _error(str(error))
-        return EXIT_BAD_INPUT
+    writers: dict[str, list[tuple[FileResult, str]]] = {}
     for result in results:
-        try:
-            api.write_result(result)
-        except InputError as error:
-            _error(str(error))
+        for artifact in result.artifacts:
+            if os.path.basename(artifact.path) == CONFIG_NAME:
+                writers.setdefault(os.path.realpath(artifact.path), []).append((result, artifact.text))
+    shared = {real: group for real, group in writers.items() if len({text for _, text in group}) > 1}
+    again = {id(result) for group in shared.values() for result, _ in group}
+    for group in shared.values():
+        folder = os.path.dirname(group[0][0].path)
+        out.note(os.path.join(folder, CONFIG_NAME), f"{len(group)} scripts in this folder need different DeepSpeed "
+                 "settings: each gets its own ds_config_<script>.json")
+    converted: list[FileResult] = []
+    for result in results:
+        if id(result) in again:
+            stem = os.path.splitext(os.path.basename(result.path))[0]
+            outcome = api.migrate_file(result.path, "deepspeed", dataclasses.replace(options, config_out=f"ds_config_{stem}.json"))
+            if isinstance(outcome, InputError):
+                out.errors.append(outcome)
+                continue
+            result = outcome
+        converted.append(result)
+    return converted
+
+
+def _print_diff(changed: list[FileResult], out: "Output") -> int:
+    """The diff on stdout, each file in its own encoding; what `--write` would refuse on stderr."""
+    from migrate import report as reports
+    from migrate import writing
+
+    base = reports.diff_base([r.path for r in changed] + [a.path for r in changed for a in r.artifacts])
+    if base != os.getcwd() and changed:
+        out.note("", f"the diff names files relative to {base} (some lie outside the current folder): "
+                     f"apply it there, e.g. cd {shlex.quote(base)} && git apply")
+    plan = writing.plan(changed)
+    for problem in plan.problems:
+        out.note(problem.path, f"--write would refuse: {problem.message}")
+    for result in changed:
+        if not out.stdout_bytes(reports.result_diff(result, base)):
             return EXIT_BAD_INPUT
-        created = ", ".join(display_path(a.path) for a in result.artifacts)
-        print(f"converted {display_path(result.path)}" + (f"; wrote {created}" if created else ""))
+    if not changed and not out.errors:
+        out.note("", "nothing to change (the findings above say why)")
     return EXIT_OK
 
 
-def _print_findings(results: list[FileResult], report: str) -> None:
-    from migrate import report as reports
+def _write_all(changed: list[FileResult], out: "Output") -> int:
+    """Check every output first; write nothing if any is refused; then each script's files."""
+    from migrate import writing
 
-    if report == "json":
-        sys.stderr.write(reports.findings_json(results) + "\n")
-    elif report == "markdown":
-        sys.stderr.write(reports.findings_markdown(results))
-    else:
-        for result in results:
-            for line in reports.findings_text(result):
-                sys.stderr.write(line + "\n")
+    plan = writing.plan(changed)
+    if plan.problems:
+        out.errors.extend(plan.problems)
+        out.note("", "nothing was written")
+        return EXIT_BAD_INPUT
+    for note in plan.notes:
+        out.note("", note)
+    for result, batch in zip(changed, plan.batches):
+        try:
+            writing.write(batch)
+        except InputError as error:
+            out.errors.append(error)
+            return EXIT_BAD_INPUT
+        except OSError as error:
+            out.errors.append(InputError(result.path, 0, 0, f"cannot write {error.filename or 'a file'}: "
+                                         f"{error.strerror}; this script and the ones after it were not written"))
+            return EXIT_BAD_INPUT
+        created = ", ".join(out.name(o.path) for o in batch if o.path != result.path)
+        out.stdout_lines([f"converted {out.name(result.path)}" + (f"; wrote {created}" if created else "")])
+    return EXIT_OK
+
+
+class Output:
+    """Everything a run prints. Findings, errors and notes go to stderr: one JSON document with
+    --report json (nothing else there), otherwise lines. A closed or full stdout is an error."""
+
+    def __init__(self, report: str) -> None:
+        self.report = report
+        self.errors: list[InputError] = []
+        self.notes: list[tuple[str, str]] = []
+        self.stdout_failed = False
+
+    @staticmethod
+    def name(path: str) -> str:
+        from migrate.report import display_path
+
+        return display_path(path)
+
+    def note(self, path: str, message: str) -> None:
+        self.notes.append((path, message))
+
+    def stdout_lines(self, lines: list[str]) -> bool:
+        return self.stdout_bytes("".join(line + "\n" for line in lines).encode("utf-8", "surrogateescape"))
+
+    def stdout_bytes(self, data: bytes) -> bool:
+        """Write to stdout; on a closed pipe, a full disk or no stdout at all, record an error."""
+        if not data or self.stdout_failed:
+            return not self.stdout_failed
+        try:
+            stream = sys.stdout.buffer
+            stream.write(data)
+            stream.flush()
+        except (OSError, AttributeError, ValueError) as error:
+            self.stdout_failed = True
+            reason = getattr(error, "strerror", None) or "standard output is closed"
+            self.errors.append(InputError("<stdout>", 0, 0, f"cannot write the output: {reason}"))
+            _silence_stdout()
+            return False
+        return True
+
+    def finish(self, results: list[FileResult], searched: set[str], folders: list[str], written: bool) -> None:
+        """Print findings (MIG002 for files a folder search found is a count, not a line each),
+        then errors and notes, then a summary of the folder search."""
+        from migrate import report as reports
+
+        if self.report == "json":
+            entries = json.loads(reports.findings_json(results))
+            entries += [{"path": e.path, "line": e.line, "col": e.col, "code": _error_code(e), "severity": "error",
+                         "message": e.message} for e in self.errors]
+            entries += [{"path": p, "line": 0, "col": 0, "code": "MIG005", "severity": "note", "message": m}
+                        for p, m in self.notes]
+            _stderr(json.dumps(entries, indent=2) + "\n")
+            return
+        quiet = [r for r in results if r.path in searched and _only_not_training(r)]
+        shown = [r for r in results if r not in quiet]
+        if self.report == "markdown":
+            _stderr(reports.findings_markdown(shown))
+        else:
+            for result in shown:
+                for line in reports.findings_text(result):
+                    _stderr(line + "\n")
+        for error in self.errors:
+            _error(str(error))
+        for path, message in self.notes:
+            _error(f"{self.name(path)}: {message}" if path else message)
+        if folders:
+            _error(_summary(results, len(quiet), len(self.errors), written))
+
+
+def _only_not_training(result: FileResult) -> bool:
+    return result.skipped and all(f.code == "MIG002" for f in result.findings)
+
+
+def _summary(results: list[FileResult], not_training: int, errors: int, written: bool) -> str:
+    converted = sum(1 for r in results if r.changed and not r.error)
+    already = sum(1 for r in results if any(f.code == "MIG001" for f in r.findings))
+    left = len(results) - converted - already - not_training
+    verb = "converted" if written else "to convert"
+    parts = [f"{converted} {verb}" if converted else f"none {verb}",
+             f"{not_training} not training scripts (MIG002, not listed)" if not_training else "",
+             f"{already} already distributed" if already else "",
+             f"{left} left unchanged with findings" if left > 0 else "",
+             f"{errors} errors" if errors else ""]
+    return f"{len(results) + errors} Python files: " + ", ".join(p for p in parts if p)
+
+
+def _error_code(error: InputError) -> str:
+    return "MIG901" if error.message.startswith("internal error") else "MIG900"
+
+
+def _silence_stdout() -> None:
+    """After stdout failed, point it at /dev/null so Python's exit-time flush stays quiet."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.close(devnull)
+    except OSError:
+        pass
+
+
+def _stderr(text: str) -> None:
+    try:
+        sys.stderr.write(text)
+    except (OSError, ValueError, AttributeError):
+        pass
+    except UnicodeEncodeError:
+        sys.stderr.write(text.encode("ascii", "backslashreplace").decode("ascii"))
 
 
 def _error(message: str) -> None:
-    sys.stderr.write(f"migrate: {message}\n")
+    _stderr(f"migrate: {message}\n")
 
 
 def main() -> None:

@@ -13,6 +13,7 @@ CODES: dict[str, tuple[Severity, str]] = {
     "MIG002": (Severity.NOTE, "not a training script (no backward pass or optimizer step); left unchanged"),
     "MIG003": (Severity.NOTE, "nn.DataParallel replaced by the target's wrapper"),
     "MIG004": (Severity.NOTE, "a one-off choice the conversion made that the reviewer should know"),
+    "MIG005": (Severity.NOTE, "how --write treats this file: a hard link replaced under one name, a file --write would refuse"),
     "MIG101": (Severity.WARNING, "no DataLoader feeds the training loop: shard the data by rank by hand"),
     "MIG102": (Severity.WARNING, "a DataLoader has its own sampler: kept, so every rank sees all of it"),
     "MIG103": (Severity.WARNING, "no epoch loop found around the training loader: call sampler.set_epoch(epoch) yourself"),
@@ -37,7 +38,9 @@ CODES: dict[str, tuple[Severity, str]] = {
     "MIG122": (Severity.WARNING, "a random number of backward passes: unless every rank draws the same, ranks diverge and hang"),
     "MIG123": (Severity.WARNING, "weights are drawn again after the wrapper copied rank 0's: the replicas train apart"),
     "MIG124": (Severity.WARNING, "the model or the training loader is built at import time but training starts in a function: left unchanged"),
-    "MIG901": (Severity.ERROR, "internal error: the rewritten file did not compile; the file is left untouched"),
+    "MIG125": (Severity.WARNING, "a number the DeepSpeed config needs is unusable (negative, infinite, not whole): left unchanged"),
+    "MIG900": (Severity.ERROR, "the file could not be read, parsed or written (message says why); nothing was written"),
+    "MIG901": (Severity.ERROR, "internal error: the rewritten file did not compile or read a name before binding it; the file is left untouched"),
 }
 
 

@@ -47,8 +47,8 @@ class Finding:
     col: int = 0
 
     def render(self, path: str) -> str:
-        """`path:line:col: MIGnnn message`, the form compilers and editors understand."""
-        return f"{path}:{self.line}:{self.col}: {self.code} {self.message}"
+        """`path:line:col: severity: MIGnnn message`, the form compilers use and editors jump to."""
+        return f"{path}:{self.line}:{self.col}: {self.severity.value}: {self.code} {self.message}"
 
 
 @dataclass(frozen=True)
@@ -71,13 +71,15 @@ class FileResult:
     artifacts: tuple[Artifact, ...] = ()
     skipped: bool = False  # not a training script, or already on the target: left alone
     error: bool = False  # could not be read, parsed or converted: left alone
+    encoding: str = "utf-8"  # the file's own (coding cookie, BOM): the diff and the write use it
+    digest: str = ""  # sha256 of the bytes read: a write refuses a file edited since
 
     @property
     def changed(self) -> bool:
         return self.new != self.old or bool(self.artifacts)
 
 
-@dataclass(frozen=True)
+@dataclass  # not frozen: raising sets __traceback__ on it
 class InputError(Exception):
     """A file that cannot be converted at all (missing, undecodable, bad syntax)."""
 
@@ -87,4 +89,7 @@ class InputError(Exception):
     message: str
 
     def __str__(self) -> str:
+        """`path:line:col: message`, or `path: message` when it is about the whole file."""
+        if self.line <= 0:
+            return f"{self.path}: {self.message}"
         return f"{self.path}:{self.line}:{self.col}: {self.message}"

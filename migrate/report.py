@@ -12,56 +12,79 @@ from collections.abc import Iterable
 
 from migrate.model import FileResult, Finding
 
-NO_NEWLINE = "\\ No newline at end of file\n"
+NO_NEWLINE = b"\\ No newline at end of file\n"
 
 
-def display_path(path: str) -> str:
-    """The path as the diff names it: relative to the current directory, with / separators."""
-    relative = os.path.relpath(path) if os.path.isabs(path) else os.path.normpath(path)
+def display_path(path: str, base: str | None = None) -> str:
+    """The path as findings and diffs name it: relative to `base` (the current folder by default),
+    with / separators."""
+    if base is not None:
+        relative = os.path.relpath(os.path.abspath(path), base)
+    else:
+        relative = os.path.relpath(path) if os.path.isabs(path) else os.path.normpath(path)
     return relative.replace(os.sep, "/")
 
 
-def file_diff(old: str, new: str, path: str) -> str:
+def diff_base(paths: Iterable[str]) -> str:
+    """The folder a diff's names are relative to: the current one, or, when a file lies outside it
+    (`git apply` refuses `../` names), the deepest folder that holds every file."""
+    here = os.getcwd()
+    folders = [os.path.dirname(os.path.abspath(p)) for p in paths]
+    if all(os.path.commonpath([here, folder]) == here for folder in folders):
+        return here
+    return os.path.commonpath(folders) if folders else here
+
+
+def lines_of(data: bytes) -> list[bytes]:
+    """Lines as git sees them: split at LF only (a CR, a form feed or U+2028 stays inside a line)."""
+    parts = data.split(b"\n")
+    lines = [part + b"\n" for part in parts[:-1]]
+    if parts[-1]:
+        lines.append(parts[-1])
+    return lines
+
+
+def file_diff(old: bytes, new: bytes, name: str) -> bytes:
+    """A `git apply`-able diff of one file's bytes, in the file's own encoding."""
     if old == new:
-        return ""
-    name = display_path(path)
-    lines = difflib.unified_diff(
-        old.splitlines(keepends=True), new.splitlines(keepends=True), f"a/{name}", f"b/{name}"
-    )
-    return f"diff --git a/{name} b/{name}\n" + _terminate(lines)
+        return b""
+    encoded = os.fsencode(name)
+    lines = difflib.diff_bytes(difflib.unified_diff, lines_of(old), lines_of(new), b"a/" + encoded, b"b/" + encoded)
+    return b"diff --git a/" + encoded + b" b/" + encoded + b"\n" + _terminate(lines)
 
 
-def new_file_diff(text: str, path: str, executable: bool) -> str:
-    name = display_path(path)
-    body = text.splitlines(keepends=True)
+def new_file_diff(data: bytes, name: str, executable: bool) -> bytes:
+    encoded = os.fsencode(name)
+    body = lines_of(data)
     header = (
-        f"diff --git a/{name} b/{name}\n"
-        f"new file mode {'100755' if executable else '100644'}\n"
-        f"--- /dev/null\n+++ b/{name}\n@@ -0,0 +1,{len(body)} @@\n"
+        b"diff --git a/" + encoded + b" b/" + encoded + b"\n"
+        + (b"new file mode 100755\n" if executable else b"new file mode 100644\n")
+        + b"--- /dev/null\n+++ b/" + encoded + b"\n" + f"@@ -0,0 +1,{len(body)} @@\n".encode()
     )
-    return header + _terminate("+" + line for line in body)
+    return header + _terminate(b"+" + line for line in body)
 
 
-def _terminate(lines: Iterable[str]) -> str:
+def _terminate(lines: Iterable[bytes]) -> bytes:
     """Join diff lines, marking a last line that has no newline the way git does."""
     out = []
     for line in lines:
-        if line.endswith("\n"):
-            out.append(line)
-        else:
-            out.append(line + "\n" + NO_NEWLINE)
-    return "".join(out)
+        out.append(line if line.endswith(b"\n") else line + b"\n" + NO_NEWLINE)
+    return b"".join(out)
 
 
-def result_diff(result: FileResult) -> str:
-    parts = [file_diff(result.old, result.new, result.path)]
+def result_diff(result: FileResult, base: str | None = None) -> bytes:
+    """The converted script and each generated file, as `--write` would write them."""
+    parts = [file_diff(result.old.encode(result.encoding), result.new.encode(result.encoding),
+                       display_path(result.path, base))]
     for artifact in result.artifacts:
-        if os.path.exists(artifact.path):
-            with open(artifact.path, encoding="utf-8", newline="") as stream:
-                parts.append(file_diff(stream.read(), artifact.text, artifact.path))
+        name = display_path(artifact.path, base)
+        data = artifact.text.encode("utf-8")
+        if os.path.isfile(artifact.path):
+            with open(artifact.path, "rb") as stream:
+                parts.append(file_diff(stream.read(), data, name))
         else:
-            parts.append(new_file_diff(artifact.text, artifact.path, artifact.executable))
-    return "".join(parts)
+            parts.append(new_file_diff(data, name, artifact.executable))
+    return b"".join(parts)
 
 
 def findings_text(result: FileResult) -> list[str]:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from migrate.analysis.index import child_nodes
+from migrate.analysis.index import child_nodes, descendants
 
 NodeEdit = Callable[[cst.CSTNode], cst.CSTNode]
 RunWrap = Callable[[list[cst.BaseStatement]], cst.BaseCompoundStatement]
@@ -32,6 +32,8 @@ class EditPlan:
     before: dict[cst.BaseStatement, list[cst.BaseStatement]] = field(default_factory=lambda: defaultdict(list))
     after: dict[cst.BaseStatement, list[cst.BaseStatement]] = field(default_factory=lambda: defaultdict(list))
     removed: set[cst.BaseStatement] = field(default_factory=set)
+    # a line or one-line suite -> the small statements removed from it (`a(); b()` keeps `b()`)
+    removed_parts: dict[cst.CSTNode, set[cst.BaseSmallStatement]] = field(default_factory=dict)
     spliced: set[cst.BaseStatement] = field(default_factory=set)  # compound statements replaced by their body
     guarded: dict[cst.BaseStatement, str] = field(default_factory=dict)  # statement -> guard test
     wraps: dict[cst.BaseStatement, tuple[cst.BaseStatement, RunWrap]] = field(default_factory=dict)
@@ -69,6 +71,18 @@ class EditPlan:
 
     def remove(self, stmt: cst.BaseStatement) -> None:
         self.removed.add(stmt)
+
+    def remove_part(self, stmt: cst.BaseStatement, node: cst.CSTNode) -> None:
+        """Remove the small statement holding `node` (`opt.zero_grad()`), not the rest of its line
+        (`opt.zero_grad(); loss.backward()`) or of the one-line suite it stands in; the whole
+        line when nothing else is on it."""
+        holder, small = small_statement_holding(stmt, node)
+        if holder is None or small is None:
+            return
+        parts = self.removed_parts.setdefault(holder, set())
+        parts.add(small)
+        if isinstance(holder, cst.SimpleStatementLine) and len(parts) == len(holder.body):
+            self.remove(holder)
 
     def splice(self, stmt: cst.BaseStatement) -> None:
         """Replace a `with`/`if` by the statements of its body (`with autocast(): ...` unwrapped)."""
@@ -110,8 +124,10 @@ class EditPlan:
         if self.module_imports:
             if imports:
                 self.insert_after(imports[-1], self.module_imports)
-            elif self.module.body:
-                self.insert_before(self.module.body[0], self.module_imports)
+            elif self.module.body and _is_docstring(self.module.body[0]):
+                self.after[self.module.body[0]][:0] = self.module_imports
+            elif self.module.body:  # ahead of setup or anything else inserted there
+                self.before[self.module.body[0]][:0] = self.module_imports
         applier = _Applier(self, self._edited_paths())
         return self.module.visit(applier)  # type: ignore[return-value]
 
@@ -119,7 +135,7 @@ class EditPlan:
         """Every node that is edited or holds an edited node: the applier skips all others, so
         only the paths to edits are rebuilt."""
         targets: set[cst.CSTNode] = set(self.replacements) | set(self.before) | set(self.after)
-        targets |= self.removed | self.spliced | set(self.guarded) | set(self.wraps)
+        targets |= self.removed | self.spliced | set(self.guarded) | set(self.wraps) | set(self.removed_parts)
         needed: set[cst.CSTNode] = set()
         stack: list[cst.CSTNode] = []
 
@@ -149,6 +165,8 @@ class _Applier(cst.CSTTransformer):
     def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> cst.CSTNode:  # type: ignore[override]
         if original_node not in self.paths:
             return updated_node
+        if original_node in self.plan.removed_parts:
+            updated_node = _without_parts(original_node, updated_node, self.plan.removed_parts[original_node])
         for edit in self.plan.replacements.get(original_node, ()):
             updated_node = edit(updated_node)
         if isinstance(original_node, (cst.Module, cst.IndentedBlock)):
@@ -223,6 +241,29 @@ class _Applier(cst.CSTTransformer):
         return self.guard_tests.get(id(stmt))
 
 
+def small_statement_holding(
+    stmt: cst.BaseStatement, node: cst.CSTNode
+) -> tuple[cst.SimpleStatementLine | cst.SimpleStatementSuite | None, cst.BaseSmallStatement | None]:
+    """The line (or one-line suite inside `stmt`) and the small statement in it that hold `node`."""
+    holders = [stmt] if isinstance(stmt, cst.SimpleStatementLine) else [
+        n for n in descendants(stmt) if isinstance(n, cst.SimpleStatementSuite)]
+    for holder in holders:
+        for small in holder.body:  # type: ignore[attr-defined]
+            if any(inner is node for inner in descendants(small)):
+                return holder, small  # type: ignore[return-value]
+    return None, None
+
+
+def _without_parts(original: cst.CSTNode, updated: cst.CSTNode, parts: set[cst.BaseSmallStatement]) -> cst.CSTNode:
+    """The line or suite without the removed small statements (`pass` when a suite keeps none)."""
+    kept = [u for o, u in zip(original.body, updated.body) if o not in parts]  # type: ignore[attr-defined]
+    if not kept:
+        kept = [cst.Pass()]
+    if kept[-1].semicolon is not cst.MaybeSentinel.DEFAULT:  # keeps the others' identity when it can
+        kept[-1] = kept[-1].with_changes(semicolon=cst.MaybeSentinel.DEFAULT)
+    return updated.with_changes(body=kept)
+
+
 @lru_cache(maxsize=64)
 def _parsed_line(line: str) -> cst.SimpleStatementLine:
     statement = cst.parse_statement(line + "\n")
@@ -265,9 +306,20 @@ def _merge_guards(
 
 
 def top_block_imports(module: cst.Module, imports: Sequence[cst.BaseStatement]) -> list[cst.BaseStatement]:
-    """The imports that come before the module's first compound statement (def, class, if, for...)."""
-    first_compound = next((i for i, stmt in enumerate(module.body) if isinstance(stmt, cst.BaseCompoundStatement)),
-                          len(module.body))
-    leading = set(map(id, module.body[:first_compound]))
-    top = [stmt for stmt in imports if id(stmt) in leading]
-    return top or list(imports[:1])
+    """The imports of the top block: those before the module's first statement that runs code (a
+    def, class, `if`, `for`...; or a line that calls something, such as `parser = ArgumentParser()`).
+    New code may run from there on, so a later import is no place for the names it reads."""
+    first_work = next((i for i, stmt in enumerate(module.body) if _runs_code(stmt)), len(module.body))
+    leading = set(map(id, module.body[:first_work]))
+    return [stmt for stmt in imports if id(stmt) in leading]
+
+
+def _is_docstring(stmt: cst.BaseStatement) -> bool:
+    return (isinstance(stmt, cst.SimpleStatementLine) and isinstance(stmt.body[0], cst.Expr)
+            and isinstance(stmt.body[0].value, (cst.SimpleString, cst.ConcatenatedString)))
+
+
+def _runs_code(stmt: cst.BaseStatement) -> bool:
+    if isinstance(stmt, cst.BaseCompoundStatement):
+        return True
+    return any(isinstance(node, cst.Call) for node in descendants(stmt))

@@ -6,7 +6,7 @@ import libcst as cst
 
 from migrate.analysis.devices import device_bindings
 from migrate.analysis.entry import find_entry
-from migrate.analysis.index import ScriptIndex, build_index, spell
+from migrate.analysis.index import CallSite, ScriptIndex, build_index, spell
 from migrate.analysis.loaders import find_epoch_loops, find_loaders, step_loops, training_loader_names
 from migrate.analysis.models import forward_spellings, model_site, origin, trained_candidates, unwrappable
 from migrate.analysis.sites import Accumulation, ModelSite, TrainingSites
@@ -58,14 +58,23 @@ def _model_statement(site: ModelSite) -> cst.BaseStatement | None:
 
 
 def _already_distributed(index: ScriptIndex) -> str | None:
-    for call in index.calls:
-        if call.name in DISTRIBUTED_MARKERS:
-            return DISTRIBUTED_MARKERS[call.name]
-    for call in index.calls:
-        layer = _own_distributed_layer(call.name)
+    """The distributed framework the script already calls. Names are resolved through every import
+    of the file, wherever it is (a call's own name was resolved through the imports seen before it:
+    `dist.init_process_group()` in main() with `import torch.distributed as dist` further down)."""
+    names = [_fully_qualified(index, call) for call in index.calls]
+    for name in names:
+        if name in DISTRIBUTED_MARKERS:
+            return DISTRIBUTED_MARKERS[name]
+    for name in names:
+        layer = _own_distributed_layer(name)
         if layer:
             return f"a distributed layer of its own (`{layer}`)"
     return None
+
+
+def _fully_qualified(index: ScriptIndex, call: CallSite) -> str | None:
+    """The call's name resolved through all of the file's imports (the index holds them all by now)."""
+    return index.qualify(call.node.func) or call.name
 
 
 def _own_distributed_layer(name: str | None) -> str | None:
@@ -155,7 +164,7 @@ def _stepped_in(index: ScriptIndex, statements: list[cst.BaseStatement], skipped
     """Whether the model's optimizer is also stepped outside the `if` (then nothing is skipped)."""
     names = {s.spelling for s in skipped if s is not None}
     for stmt in statements:
-        for call in calls_in(stmt):
+        for call in index.calls_under(stmt):
             optimizer = stepped.get(id(call))
             if optimizer is not None and optimizer.spelling in names and _holds(index, [optimizer], key):
                 return True
@@ -183,7 +192,7 @@ def _is_accumulation_if(stmt: cst.BaseStatement) -> bool:
 
 def _forwarded_model(stmt: cst.BaseStatement, models: set[str], index: ScriptIndex) -> str | None:
     aliases = _forward_aliases(models, index)
-    for call in calls_in(stmt):
+    for call in index.calls_under(stmt):
         name = spell(call.func)
         if name in aliases:
             return aliases[name]
@@ -196,9 +205,13 @@ def _forwards(stmt: cst.BaseStatement, models: set[str], index: ScriptIndex) -> 
 
 def _forward_aliases(models: set[str], index: ScriptIndex) -> dict[str, str]:
     """Spellings a model is called by inside functions (parameters named otherwise) -> its site name."""
-    aliases = {name: name for name in models}
-    for spelling, scope in forward_spellings(index, {s.name for s in index.functions.values()} | {"<module>"}).items():
-        home, _scope = origin(index, spelling, scope)
-        if home in models:
-            aliases[spelling] = home
-    return aliases
+    known = index.memo("forward_aliases")
+    key = frozenset(models)
+    if key not in known:
+        aliases = {name: name for name in models}
+        for spelling, scope in forward_spellings(index, {s.name for s in index.functions.values()} | {"<module>"}).items():
+            home, _scope = origin(index, spelling, scope)
+            if home in models:
+                aliases[spelling] = home
+        known[key] = aliases
+    return dict(known[key])

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from migrate.analysis.index import Binding, CallSite, Scope, ScriptIndex, spell
-from migrate.analysis.training import argument, callee_scope
+from migrate.analysis.training import argument, callers_of
 
 ITERABLE_BASES = ("IterableDataset", "IterDataPipe", "IterableWrapper", "WebDataset")
 STREAMING_MODULES = ("torchtext.datasets.", "torchdata.", "webdataset.")
@@ -97,9 +97,7 @@ def _passed_values(index: ScriptIndex, scope: Scope, param: str) -> list[tuple[c
     """What each call of `scope` found in this file passes for `param` (any expression)."""
     position = scope.params.index(param) - (1 if scope.class_name else 0)
     found: list[tuple[cst.BaseExpression, CallSite]] = []
-    for call in index.calls:
-        if callee_scope(index, call) is not scope:
-            continue
+    for call in callers_of(index, scope):
         arg = argument(call.node, param, position)
         if arg is not None:
             found.append((arg.value, call))
@@ -126,16 +124,13 @@ def _iterable_base(index: ScriptIndex, cls: cst.ClassDef, seen: set[str]) -> str
 def _latest_binding(index: ScriptIndex, name: str, scope: Scope, before: cst.BaseStatement | None) -> Binding | None:
     """The binding of `name` that reaches `before`: the last one in `scope` above it (by source
     order), else the module's (a global read inside a function)."""
-    order = {stmt: i for i, stmt in enumerate(index.scope_of)}
+    order = index.statement_order()
     limit = order.get(before, len(order)) if before is not None else len(order)
-    candidates = [
-        b for b in index.bindings
-        if b.target == name and b.place.scope is scope and order.get(b.place.stmt, 0) < limit and b.value is not None
-    ]
+    candidates = [b for b in index.bindings_of_in(name, scope) if order.get(b.place.stmt, 0) < limit and b.value is not None]
     if not candidates and not scope.is_module:
-        candidates = [b for b in index.bindings if b.target == name and b.place.scope.is_module and b.value is not None]
+        candidates = [b for b in index.module_bindings_of(name) if b.value is not None]
     if not candidates and name.startswith("self."):
-        candidates = [b for b in index.bindings if b.target == name and b.place.scope.class_name == scope.class_name and b.value is not None]
+        candidates = [b for b in index.bindings_of_in_class(name, scope.class_name) if b.value is not None]
     return candidates[-1] if candidates else None
 
 

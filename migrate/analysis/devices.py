@@ -87,6 +87,10 @@ def is_device_value(index: ScriptIndex, value: cst.BaseExpression, name: str) ->
 def device_bindings(index: ScriptIndex) -> list[Binding]:
     """`device = ...` (or `gpu_id`, ...) whose value is a device: CUDA by a literal, an index,
     or `torch.device(...)`."""
+    return list(index.derived("device_bindings", lambda: _device_bindings(index)))
+
+
+def _device_bindings(index: ScriptIndex) -> list[Binding]:
     return [
         binding
         for binding in index.bindings

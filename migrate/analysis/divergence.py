@@ -15,6 +15,7 @@ Read-only: each finding is a `Divergence` the divergence step reports.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import libcst as cst
@@ -41,23 +42,25 @@ def reinitialization(index: ScriptIndex, node: cst.CSTNode, names: set[str]) -> 
     """The call under `node` that draws new weights for one of `names` (or a part of it):
     `model.apply(init_fn)`, `model.fc.reset_parameters()`, `nn.init.xavier_uniform_(model.fc.weight)`,
     `model.fc.weight.data.normal_(0, 0.02)`, or `init_weights(model)` (a function of this file)."""
-    for call in calls_in(node):
-        func = call.func
-        if isinstance(func, cst.Attribute):
-            owner = base_spelling(func.value)
-            method = func.attr.value
-            if owner is not None and _part_of(owner, names):
-                if method in REINIT_METHODS:
-                    return call
-                if method in INIT_IN_PLACE and owner.count(".") >= 1:
-                    return call
-        qualified = index.qualify(func) or ""
-        if qualified.startswith("torch.nn.init.") and any(_part_of(base_spelling(a.value), names) for a in call.args):
-            return call
-        name = spell(func)
-        if name in index.functions and "init" in name.lower() and any(spell(a.value) in names for a in call.args):
-            return call
-    return None
+    return next((call for call in index.calls_under(node) if _reinitializes(index, call, names)), None)
+
+
+def _reinitializes(index: ScriptIndex, call: cst.Call, names: set[str]) -> bool:
+    """This one call (not the calls inside its arguments) draws new weights for one of `names`."""
+    func = call.func
+    if isinstance(func, cst.Attribute):
+        owner = base_spelling(func.value)
+        method = func.attr.value
+        if owner is not None and _part_of(owner, names):
+            if method in REINIT_METHODS:
+                return True
+            if method in INIT_IN_PLACE and owner.count(".") >= 1:
+                return True
+    qualified = index.qualify(func) or ""
+    if qualified.startswith("torch.nn.init.") and any(_part_of(base_spelling(a.value), names) for a in call.args):
+        return True
+    name = spell(func)
+    return name in index.functions and "init" in name.lower() and any(spell(a.value) in names for a in call.args)
 
 
 def base_spelling(node: cst.BaseExpression) -> str | None:
@@ -81,21 +84,41 @@ def _part_of(spelled: str | None, names: set[str]) -> bool:
 
 def per_rank_names(index: ScriptIndex, scope: Scope, seeds: set[str]) -> set[str]:
     """`seeds` and every name of `scope` computed from them (`avg = running / n`, `running += loss.item()`)."""
+    readers = _readers(index, scope)
     tainted = set(seeds)
-    assignments = _assignments(scope)
-    changed = True
-    while changed:
-        changed = False
-        for target, value in assignments:
-            if target not in tainted and read_names(value) & tainted:
+    pending = list(tainted)
+    while pending:
+        for target in readers.get(pending.pop(), ()):
+            if target not in tainted:
                 tainted.add(target)
-                changed = True
+                pending.append(target)
     return tainted
 
 
-def _assignments(scope: Scope) -> list[tuple[str, cst.BaseExpression]]:
+def _readers(index: ScriptIndex, scope: Scope) -> dict[str, list[str]]:
+    """Name -> the names of `scope` assigned from a value that reads it (`avg = total / n`: total
+    -> [avg], n -> [avg]); built once per scope, then followed from any seeds."""
+    known = index.memo("readers")
+    if scope not in known:
+        readers: dict[str, list[str]] = {}
+        for target, value in _assignments(index, scope):
+            for name in read_names(value):
+                readers.setdefault(name, []).append(target)
+        known[scope] = readers
+    return known[scope]
+
+
+def _assignments(index: ScriptIndex, scope: Scope) -> list[tuple[str, cst.BaseExpression]]:
+    """(target, value) for every assignment of `scope` itself (not of functions inside it)."""
+    known = index.memo("assignments")
+    if scope not in known:
+        known[scope] = _own_assignments(scope)
+    return known[scope]
+
+
+def _own_assignments(scope: Scope) -> list[tuple[str, cst.BaseExpression]]:
     found: list[tuple[str, cst.BaseExpression]] = []
-    for node in _own_nodes(scope.node):
+    for node in _assignment_nodes(scope.node):
         if isinstance(node, cst.Assign):
             for target in node.targets:
                 for name in _target_names(target.target):
@@ -113,18 +136,22 @@ def _target_names(target: cst.BaseExpression) -> list[str]:
     return [spelled] if spelled is not None else []
 
 
-def _own_nodes(node: cst.CSTNode):  # type: ignore[no-untyped-def]
-    """The nodes of a function (or module) body, not those of functions or classes inside it."""
-    for child in descendants(node):
-        if child is not node and isinstance(child, (cst.FunctionDef, cst.ClassDef)):
-            continue
-        yield child
+def _assignment_nodes(node: cst.CSTNode) -> Iterator[cst.Assign | cst.AugAssign | cst.AnnAssign]:
+    """The assignment statements under `node`, those of functions and classes inside it included,
+    in source order. Expressions are not entered: no statement is inside one."""
+    stack: list[cst.CSTNode] = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
+            yield current
+        elif not isinstance(current, (cst.BaseExpression, cst.BaseSmallStatement)):
+            stack.extend(reversed(list(child_nodes(current))))
 
 
 def random_names(index: ScriptIndex, scope: Scope) -> set[str]:
     """Names of `scope` bound from a random number (`n_micro = random.randint(1, 4)`), and what is
     computed from them. Random tensors (`x = torch.randn(64, 10)`) are data, not decisions."""
-    seeds = {target for target, value in _assignments(scope) if random_call(index, value, numbers_only=True) is not None}
+    seeds = {target for target, value in _assignments(index, scope) if random_call(index, value, numbers_only=True) is not None}
     return per_rank_names(index, scope, seeds)
 
 
@@ -170,13 +197,14 @@ def per_rank_control(sites) -> list[Divergence]:  # type: ignore[no-untyped-def]
     models = {m.spelling for m in sites.models}
     scopes = {b.place.scope.name: b.place.scope for b in sites.backward_calls}
     for scope in scopes.values():
-        seeds = _loss_names(sites, scope) | _forward_outputs(scope, models)
+        seeds = _loss_names(sites, scope) | _forward_outputs(index, scope, models)
         per_rank = per_rank_names(index, scope, seeds)
         drawn = random_names(index, scope)
-        for loop in index.loops:
-            if loop.place.scope is not scope or not _has_backward(loop.node, backward_nodes):
+        holds_backward, holds_step = _holders(scope.node, [backward_nodes, step_nodes])
+        for loop in index.loops_in(scope):
+            if not _has_backward(loop.node, holds_backward):
                 continue
-            found.extend(_in_loop(index, loop.node, per_rank, drawn, backward_nodes, step_nodes))
+            found.extend(_in_loop(index, loop.node, per_rank, drawn, holds_backward, holds_step))
     unique: dict[int, Divergence] = {}
     for divergence in found:
         unique.setdefault(id(divergence.node), divergence)
@@ -184,7 +212,8 @@ def per_rank_control(sites) -> list[Divergence]:  # type: ignore[no-untyped-def]
 
 
 def _in_loop(index: ScriptIndex, loop: cst.For | cst.While, per_rank: set[str], drawn: set[str],
-             backward_nodes: set[int], step_nodes: set[int]) -> list[Divergence]:
+             holds_backward: set[int], holds_step: set[int]) -> list[Divergence]:
+    """`holds_backward` / `holds_step`: the nodes (ids) with a backward / an optimizer step under them."""
     found: list[Divergence] = []
     code = index.module.code_for_node
     if isinstance(loop, cst.For) and _random(index, loop.iter, drawn):
@@ -203,12 +232,12 @@ def _in_loop(index: ScriptIndex, loop: cst.For | cst.While, per_rank: set[str], 
             found.append(Divergence("MIG122", loop, [
                 f"`while {code(loop.test)}:` (line ", loop, ") repeats training steps at random: unless every rank draws the "
                 "same numbers, ranks stop at different steps and the others wait forever in the next gradient all-reduce"]))
-    for node in _own_statements(loop, backward_nodes):
+    for node in _own_statements(loop, holds_backward):
         if not isinstance(node, cst.If):
             continue
         jump = jumps(node.body) or (jumps(node.orelse) if node.orelse is not None else None)
-        skips_backward = _has_backward(node.body, backward_nodes) or (node.orelse is not None and _has_backward(node.orelse, backward_nodes))
-        steps = _has_backward(node, step_nodes)
+        skips_backward = _has_backward(node.body, holds_backward) or (node.orelse is not None and _has_backward(node.orelse, holds_backward))
+        steps = _has_backward(node, holds_step)
         if not jump and not skips_backward and not steps:
             continue
         what = f"`if {code(node.test)}:`" + (f" ... `{code(jump).strip()}`" if jump is not None else "")
@@ -244,19 +273,20 @@ def _random(index: ScriptIndex, node: cst.CSTNode, drawn: set[str]) -> bool:
     return bool(read_names(node) & drawn) or random_call(index, node) is not None
 
 
-def _own_statements(loop: cst.For | cst.While, backward_nodes: set[int]):  # type: ignore[no-untyped-def]
+def _own_statements(loop: cst.For | cst.While, holds_backward: set[int]):  # type: ignore[no-untyped-def]
     """The statements inside the loop, not those of a nested loop that runs no backward (a `break`
     there leaves only that loop) nor of nested functions."""
     stack: list[cst.CSTNode] = [loop.body]
     while stack:
         node = stack.pop()
-        if isinstance(node, (cst.For, cst.While)) and not _has_backward(node, backward_nodes):
+        if isinstance(node, (cst.For, cst.While)) and not _has_backward(node, holds_backward):
             continue
         if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
             continue
         if isinstance(node, cst.BaseStatement):
             yield node
-        stack.extend(reversed(list(child_nodes(node))))
+        if not isinstance(node, (cst.SimpleStatementLine, cst.BaseExpression)):  # no statement is inside those
+            stack.extend(reversed(list(child_nodes(node))))
 
 
 STRUCTURAL = frozenset({"requires_grad", "shape", "dtype", "device", "ndim", "is_cuda", "grad_fn", "is_leaf"})
@@ -280,8 +310,30 @@ def _values_read(test: cst.BaseExpression) -> set[str]:
     return found
 
 
-def _has_backward(node: cst.CSTNode, backward_nodes: set[int]) -> bool:
-    return any(id(c) in backward_nodes for c in calls_in(node))
+def _has_backward(node: cst.CSTNode, holders: set[int]) -> bool:
+    """Whether one of the calls `holders` was made for is under `node` (see `_holders`)."""
+    return id(node) in holders
+
+
+def _holders(root: cst.CSTNode, targets: list[set[int]]) -> list[set[int]]:
+    """For each set of target node ids, the ids of the nodes under `root` (itself included) that
+    hold one of them, all found in one walk: asking each statement of a long loop body to walk its
+    own subtree would walk the body once per level of nesting, and again for each question."""
+    holders: list[set[int]] = [set() for _ in targets]
+    path: list[cst.CSTNode] = []
+    stack: list[tuple[cst.CSTNode, int]] = [(root, 0)]
+    while stack:
+        node, depth = stack.pop()
+        del path[depth:]
+        path.append(node)
+        for wanted, found in zip(targets, holders):
+            if id(node) in wanted:
+                for above in reversed(path):
+                    if id(above) in found:
+                        break  # and so is everything above it
+                    found.add(id(above))
+        stack.extend((child, depth + 1) for child in child_nodes(node))
+    return holders
 
 
 def _loss_names(sites, scope: Scope) -> set[str]:  # type: ignore[no-untyped-def]
@@ -293,11 +345,11 @@ def _loss_names(sites, scope: Scope) -> set[str]:  # type: ignore[no-untyped-def
     return names
 
 
-def _forward_outputs(scope: Scope, models: set[str]) -> set[str]:
+def _forward_outputs(index: ScriptIndex, scope: Scope, models: set[str]) -> set[str]:
     """Names bound from a forward of a model: `out = model(x)`."""
     return {
         target
-        for target, value in _assignments(scope)
+        for target, value in _assignments(index, scope)
         if any(spell(c.func) in models for c in calls_in(value))
     }
 
@@ -307,12 +359,14 @@ def reinitialized_after_wrap(sites, aliases, is_after) -> list[Divergence]:  # t
     index: ScriptIndex = sites.index
     found: list[Divergence] = []
     for site in sites.models:
-        names = aliases(index, site)
+        by_scope: dict[str, set[str]] = {}  # scope name -> the spellings the model goes by there
+        for spelling, scope_name in aliases(index, site):
+            by_scope.setdefault(scope_name, set()).add(spelling)
         where = ["the wrapper goes before line ", site.wrap_before] if site.wrap_before is not None else [
             "the wrapper goes after line ", site.wrap_after]
         for call in index.calls:
-            in_scope = {spelling for spelling, scope in names if scope == call.place.scope.name}
-            if not in_scope or reinitialization(index, call.node, in_scope) is not call.node:
+            in_scope = by_scope.get(call.place.scope.name)
+            if not in_scope or not _reinitializes(index, call.node, in_scope):
                 continue
             if not _initializes(index, call.node) or not is_after(index, call.place.stmt, site):
                 continue

@@ -16,11 +16,13 @@ rank checks and barriers are only valid there.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import libcst as cst
 
-from migrate.analysis.index import Scope, ScriptIndex, descendants, spell
+from migrate.analysis.index import CallSite, Scope, ScriptIndex, descendants, spell
 from migrate.analysis.sites import Entry
-from migrate.analysis.training import callee_scope, calls_in, contains
+from migrate.analysis.training import callers_of, calls_in, contains
 
 WORK_CALLS = ("torch.device", "torch.manual_seed", "torch.utils.data.DataLoader")
 
@@ -63,8 +65,9 @@ def _entry_in(
         start = 1 if body and _is_docstring(body[0]) else 0
     for stmt in must_follow:
         for ancestor in index.enclosing_statements(stmt):
-            if index.block_of.get(ancestor, (None, 0))[0] is block:
-                start = min(start, body.index(ancestor))
+            located = index.block_of.get(ancestor, (None, 0))
+            if located[0] is block:
+                start = min(start, located[1])
     setup_before = body[start] if start < len(body) else None
     last = _last_runnable(index, body)
     returns = None
@@ -97,7 +100,7 @@ def _parse_args_statement(index: ScriptIndex, block: cst.Module | cst.IndentedBl
     for stmt in block.body:
         if not isinstance(stmt, cst.SimpleStatementLine):
             continue
-        for call in calls_in(stmt):
+        for call in index.calls_under(stmt):
             if _is_parse_args(call):
                 return stmt
             helper = index.functions.get(spell(call.func) or "")
@@ -108,9 +111,16 @@ def _parse_args_statement(index: ScriptIndex, block: cst.Module | cst.IndentedBl
 
 def _returns_parsed_args(index: ScriptIndex, helper: Scope) -> bool:
     """`def get_args(): ...; return parser.parse_args()` (or returns the name bound to it)."""
-    parsed = {b.target for b in index.bindings if b.place.scope is helper and isinstance(b.value, cst.Call) and _is_parse_args(b.value)}
-    for node in descendants(helper.node):
-        if isinstance(node, cst.Return) and node.value is not None:
+    known = index.memo("returns_parsed_args")
+    if id(helper.node) not in known:
+        known[id(helper.node)] = _returns_parsed(index, helper)
+    return known[id(helper.node)]
+
+
+def _returns_parsed(index: ScriptIndex, helper: Scope) -> bool:
+    parsed = {b.target for b in index.bindings_in(helper) if isinstance(b.value, cst.Call) and _is_parse_args(b.value)}
+    for node in index.returns_under(helper.node):
+        if node.value is not None:
             if any(_is_parse_args(c) for c in calls_in(node.value)):
                 return True
             returned = [e.value for e in node.value.elements] if isinstance(node.value, cst.Tuple) else [node.value]
@@ -132,11 +142,11 @@ def _training_function(
     does the work itself, or calls several functions that do."""
     found: list[Scope] = []
     for stmt in block.body:
-        callees = [index.functions[spell(c.func) or ""] for c in calls_in(stmt) if (spell(c.func) or "") in index.functions]
-        relevant = [f for f in callees if f.name in training or _holds(f.node, must_follow)]
+        callees = [index.functions[spell(c.func) or ""] for c in index.calls_under(stmt) if (spell(c.func) or "") in index.functions]
+        relevant = [f for f in callees if f.name in training or _holds(index, f.node, must_follow)]
         if relevant:
             found.extend(f for f in relevant if f not in found)
-        elif any(_holds(stmt, [m]) for m in must_follow):
+        elif any(_holds(index, stmt, [m]) for m in must_follow):
             return None
     return found[0] if len(found) == 1 else None
 
@@ -149,15 +159,19 @@ def _block_trains(
     for stmt in block.body:
         if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)) or stmt is index.main_guard:
             continue
-        if _holds(stmt, must_follow):
+        if _holds(index, stmt, must_follow):
             return True
-        if any((spell(c.func) or "") in training for c in calls_in(stmt)):
+        if any((spell(c.func) or "") in training for c in index.calls_under(stmt)):
             return True
     return False
 
 
-def _holds(node: cst.CSTNode, statements: list[cst.BaseStatement]) -> bool:
+def _holds(index: ScriptIndex, node: cst.CSTNode, statements: list[cst.BaseStatement]) -> bool:
+    """Whether one of the statements is `node` or inside it: read off the statements' parents
+    (a few each) rather than by walking `node`, which may be the whole training loop."""
     wanted = set(statements)
+    if node in index.scope_of and all(stmt in index.scope_of for stmt in wanted):
+        return any(node is around for stmt in wanted for around in index.enclosing_statements(stmt))
     return bool(wanted) and contains(node, lambda n: n in wanted)
 
 
@@ -200,7 +214,7 @@ def _is_docstring(stmt: cst.BaseStatement) -> bool:
     )
 
 
-def runs_in_process_group(index: ScriptIndex, entry: Entry | None, stmt: cst.BaseStatement, _seen: frozenset[str] = frozenset()) -> bool:
+def runs_in_process_group(index: ScriptIndex, entry: Entry | None, stmt: cst.BaseStatement) -> bool:
     """Whether `stmt` runs after setup and before teardown, as far as this file tells.
 
     In the entry block, by position; in a function, when every call of it found in this file does
@@ -209,38 +223,93 @@ def runs_in_process_group(index: ScriptIndex, entry: Entry | None, stmt: cst.Bas
     """
     if entry is None or entry.library:
         return False
+    verdict, scope = _verdict(index, entry, stmt, {})
+    if scope is None:
+        return verdict
+    return _every_call_runs_in_group(index, entry, scope)
+
+
+def _verdict(index: ScriptIndex, entry: Entry, stmt: cst.BaseStatement, deciding: dict[str, int]) -> tuple[bool, Scope | None]:
+    """(answer, None) when it can be told without deciding a function's callers first; else
+    (True, the function whose callers decide). A function already being decided counts as in."""
     block = entry.block
     for ancestor in index.enclosing_statements(stmt):
         if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef)) and ancestor is not stmt:
             break
         located = index.block_of.get(ancestor)
         if located is not None and located[0] is block:
-            return _within_span(entry, located[1])
+            return _within_span(index, entry, located[1]), None
     scope = index.scope_of.get(stmt)
     if scope is None or scope.is_module:
-        return False
-    if scope.name in _seen:
-        return True
-    if id(scope.node) not in entry.spans:
-        calls = [c for c in index.calls if _calls_scope(index, c, scope)]
-        entry.spans[id(scope.node)] = all(
-            runs_in_process_group(index, entry, c.place.stmt, _seen | {scope.name}) for c in calls
-        )
-    return entry.spans[id(scope.node)]
+        return False, None
+    if scope.name in deciding:
+        return True, None
+    if id(scope.node) in entry.spans:
+        return entry.spans[id(scope.node)], None
+    return True, scope
 
 
-def _within_span(entry: Entry, position: int) -> bool:
-    body = list(entry.block.body)
-    start = body.index(entry.setup_before) if entry.setup_before is not None else len(body)
-    if entry.teardown_after is None or entry.teardown_after not in body:
+def _every_call_runs_in_group(index: ScriptIndex, entry: Entry, scope: Scope) -> bool:
+    """Whether every call of `scope` runs in the process group, and so on up through the callers'
+    own callers (answers kept in `entry.spans`). An explicit stack, not recursion: a chain of
+    calls can be thousands of functions deep. Calls are taken in source order and the first one
+    outside the group decides, as `all()` over them would."""
+    frames: list[tuple[Scope, Iterator[CallSite]]] = [(scope, iter(_calls_of_scope(index, scope)))]
+    deciding = {scope.name: 1}  # names of the functions on the stack (a name may repeat: redefinitions)
+    answer = True  # what the frame that finished last returned (True: go on with the next call)
+    while frames:
+        current, calls = frames[-1]
+        child = None
+        if answer:
+            for call in calls:
+                answer, child = _verdict(index, entry, call.place.stmt, deciding)
+                if child is not None or not answer:
+                    break
+        if child is not None:
+            frames.append((child, iter(_calls_of_scope(index, child))))
+            deciding[child.name] = deciding.get(child.name, 0) + 1
+            continue
+        entry.spans[id(current.node)] = answer
+        frames.pop()
+        deciding[current.name] -= 1
+        if not deciding[current.name]:
+            del deciding[current.name]
+    return answer
+
+
+def _within_span(index: ScriptIndex, entry: Entry, position: int) -> bool:
+    body = entry.block.body
+    start = _position_in_block(index, entry, entry.setup_before) if entry.setup_before is not None else len(body)
+    end = _position_in_block(index, entry, entry.teardown_after) if entry.teardown_after is not None else None
+    if end is None:
         return position >= start
-    end = body.index(entry.teardown_after) - (1 if returns_plain_value(entry) else 0)
+    end -= 1 if returns_plain_value(entry) else 0
     return start <= position <= end
 
 
-def _calls_scope(index: ScriptIndex, call, scope: Scope) -> bool:  # type: ignore[no-untyped-def]
-    if callee_scope(index, call) is scope:
-        return True
-    if scope.class_name and scope.name.endswith(".__init__"):
-        return spell(call.node.func) == scope.class_name
-    return False
+def _position_in_block(index: ScriptIndex, entry: Entry, stmt: cst.BaseStatement) -> int | None:
+    """Where `stmt` sits in the entry block (None: not in it), from the index when it knows."""
+    located = index.block_of.get(stmt)
+    if located is not None and located[0] is entry.block:
+        return located[1]
+    body = list(entry.block.body)
+    return body.index(stmt) if stmt in body else None
+
+
+def _calls_of_scope(index: ScriptIndex, scope: Scope) -> list[CallSite]:
+    """The calls of `scope` (of its class, for an `__init__`), in source order."""
+    calls = callers_of(index, scope)
+    if not (scope.class_name and scope.name.endswith(".__init__")):
+        return calls
+    constructions = index.derived("calls_by_spelling", lambda: _calls_by_spelling(index)).get(scope.class_name, [])
+    merged = {id(c): c for c in [*calls, *constructions]}
+    return sorted(merged.values(), key=index.call_position)
+
+
+def _calls_by_spelling(index: ScriptIndex) -> dict[str, list[CallSite]]:
+    by_spelling: dict[str, list[CallSite]] = {}
+    for call in index.calls:
+        spelled = spell(call.node.func)
+        if spelled is not None:
+            by_spelling.setdefault(spelled, []).append(call)
+    return by_spelling

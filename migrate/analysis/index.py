@@ -10,10 +10,13 @@ needs and costs a fraction of libcst's full qualified-name metadata.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import libcst as cst
+
+T = TypeVar("T")
 
 # Fields that hold only whitespace and punctuation: never worth descending into.
 _SKIPPED_FIELDS = ("whitespace", "lpar", "rpar", "comma", "leading_lines", "lines_after_decorators",
@@ -144,6 +147,10 @@ class ScriptIndex:
     import_stmts: list[cst.SimpleStatementLine] = field(default_factory=list)
     main_guard: cst.If | None = None
     _holders: dict[cst.CSTNode, cst.BaseStatement] | None = None
+    # derived lookups, built on first use: the finders ask the same questions for every call site,
+    # so each answer is indexed once here instead of rescanning `calls` / `bindings` per question
+    _memos: dict[str, dict] = field(default_factory=dict)  # type: ignore[type-arg]
+    _derived: dict[str, object] = field(default_factory=dict)
 
     def qualify(self, node: cst.BaseExpression) -> str | None:
         """The dotted name of an expression with its head resolved through the imports."""
@@ -167,6 +174,125 @@ class ScriptIndex:
             self._holders = {c.node: c.place.stmt for c in self.calls}
             self._holders.update({a.node: a.place.stmt for a in self.attributes})
         return self._holders.get(node)
+
+    def memo(self, kind: str) -> dict:  # type: ignore[type-arg]
+        """A cache for one kind of answer about this script, filled as questions come: it lives
+        (and dies) with the index, so nothing leaks from one file to the next."""
+        found = self._memos.get(kind)
+        if found is None:
+            found = self._memos[kind] = {}
+        return found
+
+    def derived(self, kind: str, build: Callable[[], T]) -> T:
+        """A fact computed from the whole script in one pass (a lookup table), built on first use."""
+        if kind not in self._derived:
+            self._derived[kind] = build()
+        return self._derived[kind]  # type: ignore[no-any-return]
+
+    def bindings_of(self, target: str) -> list[Binding]:
+        """The bindings of one name (`model`, `self.model`), in source order."""
+        return self.derived("bindings_of", lambda: _grouped(self.bindings, lambda b: b.target)).get(target, [])
+
+    def bindings_of_in(self, target: str, scope: Scope) -> list[Binding]:
+        """The bindings of one name in one scope, in source order."""
+        by_key = self.derived("bindings_of_in", lambda: _grouped(self.bindings, lambda b: (b.target, b.place.scope)))
+        return by_key.get((target, scope), [])
+
+    def bindings_of_in_class(self, target: str, class_name: str | None) -> list[Binding]:
+        """The bindings of one name in the methods of one class (None: outside any class), in source order."""
+        by_key = self.derived("bindings_of_in_class", lambda: _grouped(self.bindings, lambda b: (b.target, b.place.scope.class_name)))
+        return by_key.get((target, class_name), [])
+
+    def module_bindings_of(self, target: str) -> list[Binding]:
+        """The bindings of one name at module level, in source order."""
+        by_key = self.derived("module_bindings_of", lambda: _grouped(self.bindings, lambda b: b.target if b.place.scope.is_module else None))
+        return by_key.get(target, [])
+
+    def bindings_in(self, scope: Scope) -> list[Binding]:
+        """The bindings made in one scope (a class's methods are separate scopes), in source order."""
+        return self.derived("bindings_in", lambda: _grouped(self.bindings, lambda b: b.place.scope)).get(scope, [])
+
+    def bindings_at(self, stmt: cst.BaseStatement) -> list[Binding]:
+        """The bindings one statement makes (the innermost statement around them), in source order."""
+        return self.derived("bindings_at", lambda: _grouped(self.bindings, lambda b: b.place.stmt)).get(stmt, [])
+
+    def targets_of(self, value: cst.CSTNode) -> list[str]:
+        """The names bound to exactly this value node (`loader = DataLoader(...)` -> ["loader"])."""
+        by_value = self.derived("targets_of", lambda: _grouped(self.bindings, lambda b: b.value))
+        return [b.target for b in by_value.get(value, [])]
+
+    def calls_from(self, scope: Scope) -> list[CallSite]:
+        """The calls made in one scope, in source order."""
+        return self.derived("calls_from", lambda: _grouped(self.calls, lambda c: c.place.scope)).get(scope, [])
+
+    def call_position(self, call: CallSite) -> int:
+        """Where a call comes in `calls` (source order)."""
+        return self.derived("call_position", lambda: {id(c): i for i, c in enumerate(self.calls)})[id(call)]
+
+    def statement_order(self) -> dict[cst.BaseStatement, int]:
+        """Every statement's place in source order (outer statements before the ones they hold)."""
+        return self.derived("statement_order", lambda: {stmt: i for i, stmt in enumerate(self.scope_of)})
+
+    def loops_in(self, scope: Scope) -> list[Loop]:
+        """The loops of one scope, in source order."""
+        return self.derived("loops_in", lambda: _grouped(self.loops, lambda loop: loop.place.scope)).get(scope, [])
+
+    def loop_of(self, node: cst.For | cst.While) -> Loop | None:
+        """The Loop recorded for a `for` / `while` statement."""
+        return self.derived("loop_of", lambda: {loop.node: loop for loop in reversed(self.loops)}).get(node)
+
+    def calls_under(self, node: cst.CSTNode) -> list[cst.Call]:
+        """The calls under `node` (itself included), in source order: what `calls_in` finds by
+        walking, read for a statement off the index (its calls are one run of `calls`)."""
+        if not isinstance(node, cst.BaseStatement) or node not in self.scope_of:
+            return [child for child in descendants(node) if isinstance(child, cst.Call)]
+        span = self.derived("call_spans", self._call_spans).get(node)
+        return [call.node for call in self.calls[span[0] : span[1]]] if span is not None else []
+
+    def _call_spans(self) -> dict[cst.BaseStatement, tuple[int, int]]:
+        """Statement -> (first, last + 1) positions in `calls` of the calls under it. Calls are
+        recorded in tree order, so those under one statement are consecutive; each statement's
+        span is its own calls' widened by its children's, children (later in order) first."""
+        spans: dict[cst.BaseStatement, tuple[int, int]] = {}
+        for position, call in enumerate(self.calls):
+            first, _last = spans.get(call.place.stmt, (position, position))
+            spans[call.place.stmt] = (first, position + 1)
+        for stmt in reversed(list(self.scope_of)):
+            parent = self.parent_of.get(stmt)
+            if parent is not None and stmt in spans:
+                first, last = spans[stmt]
+                if parent in spans:
+                    first, last = min(first, spans[parent][0]), max(last, spans[parent][1])
+                spans[parent] = (first, last)
+        return spans
+
+    def readers_in(self, scope: Scope) -> dict[str, list[cst.BaseStatement]]:
+        """Name -> the statements of `scope` that read it, in source order: a simple statement that
+        spells the name anywhere, a compound one whose own header (test, iterable and target,
+        items) does. Built once per scope, so asking about many names reads each statement once."""
+        known = self.memo("readers_in")
+        if scope not in known:
+            readers: dict[str, list[cst.BaseStatement]] = {}
+            for stmt, owner in self.scope_of.items():
+                if owner is scope:
+                    for name in {n.value for part in _header_parts(stmt) for n in descendants(part) if isinstance(n, cst.Name)}:
+                        readers.setdefault(name, []).append(stmt)
+            known[scope] = readers
+        return known[scope]  # type: ignore[no-any-return]
+
+    def names_under(self, node: cst.CSTNode) -> frozenset[str]:
+        """Every `Name` spelled anywhere under `node` (a function, the module), collected once."""
+        known = self.memo("names_under")
+        if node not in known:
+            known[node] = frozenset(n.value for n in descendants(node) if isinstance(n, cst.Name))
+        return known[node]  # type: ignore[no-any-return]
+
+    def returns_under(self, node: cst.CSTNode) -> list[cst.Return]:
+        """The `return` statements under a function (nested functions included), in source order."""
+        known = self.memo("returns_under")
+        if node not in known:
+            known[node] = [n for n in descendants(node) if isinstance(n, cst.Return)]
+        return known[node]  # type: ignore[no-any-return]
 
     def enclosing_statements(self, stmt: cst.BaseStatement) -> list[cst.BaseStatement]:
         """stmt, then each compound statement around it, innermost first."""
@@ -364,6 +490,29 @@ def _string_value(node: cst.BaseExpression) -> str | None:
     if isinstance(node, cst.SimpleString):
         return node.evaluated_value if isinstance(node.evaluated_value, str) else None
     return None
+
+
+def _header_parts(stmt: cst.BaseStatement) -> list[cst.CSTNode]:
+    """What a statement itself reads: all of a simple statement; a compound one's header only."""
+    if isinstance(stmt, cst.SimpleStatementLine):
+        return [stmt]
+    if isinstance(stmt, (cst.If, cst.While)):
+        return [stmt.test]
+    if isinstance(stmt, cst.For):
+        return [stmt.iter, stmt.target]
+    if isinstance(stmt, cst.With):
+        return list(stmt.items)
+    return []
+
+
+def _grouped(items: list[T], key: Callable[[T], object]) -> dict[object, list[T]]:
+    """`items` grouped by `key`, each group in the order of `items` (None keys left out)."""
+    groups: dict[object, list[T]] = {}
+    for item in items:
+        found = key(item)
+        if found is not None:
+            groups.setdefault(found, []).append(item)
+    return groups
 
 
 def build_index(module: cst.Module) -> ScriptIndex:

@@ -4,11 +4,13 @@ those, so the sampler can be swapped and `set_epoch` called where each epoch sta
 
 from __future__ import annotations
 
+from collections.abc import Generator
+
 import libcst as cst
 
-from migrate.analysis.index import Binding, CallSite, Loop, Scope, ScriptIndex, descendants, spell
+from migrate.analysis.index import Binding, CallSite, Loop, Scope, ScriptIndex, spell
 from migrate.analysis.sites import EpochLoop, LoaderSite
-from migrate.analysis.training import BUILTIN_NAMES, callee_scope, caller_arguments, contains
+from migrate.analysis.training import BUILTIN_NAMES, callee_scope, caller_arguments, callers_of, contains
 
 DATA_LOADERS = ("torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader")
 EVALUATION_WORDS = ("val", "test", "eval", "dev")
@@ -24,33 +26,58 @@ def step_loops(index: ScriptIndex, training: set[str], backward_scopes: set[str]
     for loop in index.loops:
         if not isinstance(loop.node, cst.For) or loop.place.scope.name not in training:
             continue
-        if _runs_training(index, loop, training) and not any(  # a `while` of micro-steps inside is part of the step
-            inner is not loop and isinstance(inner.node, cst.For) and inner.node in _loops_below(index, loop)
-            and _runs_training(index, inner, training)
-            for inner in index.loops
+        if _runs_training(index, loop) and not any(  # a `while` of micro-steps inside is part of the step
+            inner is not loop and isinstance(inner.node, cst.For) and _runs_training(index, inner)
+            for inner in _loops_below(index, loop)
         ):
             found.append(loop)
     return found
 
 
-def _loops_below(index: ScriptIndex, outer: Loop) -> set[cst.CSTNode]:
-    return {loop.node for loop in index.loops if outer.node in loop.place.loops}
+def _loops_below(index: ScriptIndex, outer: Loop) -> list[Loop]:
+    """The loops inside `outer`, in its own function."""
+    below = index.derived("loops_below", lambda: _loops_by_outer(index))
+    return below.get(outer.node, [])
 
 
-def _runs_training(index: ScriptIndex, loop: Loop, training: set[str]) -> bool:
+def _loops_by_outer(index: ScriptIndex) -> dict[cst.CSTNode, list[Loop]]:
+    below: dict[cst.CSTNode, list[Loop]] = {}
+    for loop in index.loops:
+        for outer in loop.place.loops:
+            below.setdefault(outer, []).append(loop)
+    return below
+
+
+def calls_in_loop(index: ScriptIndex, loop: cst.For | cst.While) -> list[CallSite]:
+    """The calls inside a loop (in its own function), in source order."""
+    return index.derived("calls_in_loop", lambda: _calls_by_loop(index)).get(loop, [])
+
+
+def _calls_by_loop(index: ScriptIndex) -> dict[cst.CSTNode, list[CallSite]]:
+    by_loop: dict[cst.CSTNode, list[CallSite]] = {}
+    for call in index.calls:
+        for loop in call.place.loops:
+            by_loop.setdefault(loop, []).append(call)
+    return by_loop
+
+
+def _runs_training(index: ScriptIndex, loop: Loop) -> bool:
     """One pass of the loop is one training step: backward runs in its body, or in a function it
     calls that runs backward once (not in a loop of its own, which would be the step loop)."""
-    for call in index.calls:
-        if loop.node not in call.place.loops:
-            continue
-        if _is_backward(call):
-            return True
-        callee = callee_scope(index, call)
-        if callee is not None and any(
-            _is_backward(inner) and inner.place.scope is callee and not inner.place.loops for inner in index.calls
-        ):
-            return True
-    return False
+    known = index.memo("runs_training")
+    if loop.node not in known:
+        known[loop.node] = any(_is_backward(call) or _calls_backward_once(index, call) for call in calls_in_loop(index, loop.node))
+    return known[loop.node]
+
+
+def _calls_backward_once(index: ScriptIndex, call: CallSite) -> bool:
+    """The call runs a function of this file that runs backward outside any loop of its own."""
+    callee = callee_scope(index, call)
+    return callee is not None and callee in index.derived("backward_once", lambda: _scopes_with_backward_once(index))
+
+
+def _scopes_with_backward_once(index: ScriptIndex) -> set[Scope]:
+    return {call.place.scope for call in index.calls if _is_backward(call) and not call.place.loops}
 
 
 def _is_backward(call: CallSite) -> bool:
@@ -66,8 +93,8 @@ def loader_spelling(index: ScriptIndex, loop: Loop) -> str | None:
     if not candidates:
         return None
     name = candidates[0]
-    for binding in index.bindings:
-        if binding.target == name and binding.place.scope is loop.place.scope and isinstance(binding.value, cst.Call):
+    for binding in index.bindings_of_in(name, loop.place.scope):
+        if isinstance(binding.value, cst.Call):
             qualified = index.qualify(binding.value.func) or ""
             if qualified.split(".")[-1] == "tqdm":
                 inner = [spell(a.value) for a in binding.value.args if a.keyword is None]
@@ -107,6 +134,14 @@ def training_loader_names(index: ScriptIndex, loops: list[Loop]) -> set[str]:
     """Every spelling a training loader goes by: in the step loop's scope and in its callers, also
     when the loop draws batches with `next()` from `iter(loader)`, `cycle(loader)` or a generator
     of this file that loops over the loader (`infinite(loader)`)."""
+    known = index.memo("training_loader_names")  # asked again by steps, once per loader
+    key = tuple(loop.node for loop in loops)
+    if key not in known:
+        known[key] = frozenset(_training_loader_names(index, loops))
+    return set(known[key])
+
+
+def _training_loader_names(index: ScriptIndex, loops: list[Loop]) -> set[str]:
     names: set[str] = set()
     starts: list[tuple[str, Scope]] = []
     for loop in loops:
@@ -140,13 +175,16 @@ ITERATOR_WRAPPERS = ("iter", "itertools.cycle")
 
 def _drawn_with_next(index: ScriptIndex, loop: Loop) -> list[tuple[str, Scope]]:
     """`x, y = next(batches)` in the loop body, or in a function of this file the body calls."""
-    callees = {id(c.node) for c in (callee_scope(index, call) for call in index.calls if loop.node in call.place.loops) if c}
+    inside = calls_in_loop(index, loop.node)
+    callees = {c for c in (callee_scope(index, call) for call in inside) if c}
+    candidates = {id(call): call for call in inside}
+    for callee in callees:
+        candidates.update((id(call), call) for call in index.calls_from(callee))
     found: list[tuple[str, Scope]] = []
-    for call in index.calls:
-        if loop.node in call.place.loops or id(call.place.scope.node) in callees:
-            drawn = _next_target(call.node)
-            if drawn is not None and not _evaluates(index, call, drawn):
-                found.append((drawn, call.place.scope))
+    for call in sorted(candidates.values(), key=index.call_position):
+        drawn = _next_target(call.node)
+        if drawn is not None and not _evaluates(index, call, drawn):
+            found.append((drawn, call.place.scope))
     return found
 
 
@@ -176,8 +214,8 @@ def _next_target(call: cst.Call) -> str | None:
 def _iterator_sources(index: ScriptIndex, name: str, scope: Scope) -> list[tuple[str, Scope]]:
     """What an iterator is made from: `it = iter(loader)`, `cycle(loader)`, `infinite(loader)`."""
     found: list[tuple[str, Scope]] = []
-    for binding in index.bindings:
-        if binding.target != name or not isinstance(binding.value, cst.Call):
+    for binding in index.bindings_of(name):
+        if not isinstance(binding.value, cst.Call):
             continue
         same_class = name.startswith("self.") and binding.place.scope.class_name == scope.class_name
         if binding.place.scope is not scope and not same_class:
@@ -208,8 +246,8 @@ def _yields_from_first_parameter(helper: Scope) -> bool:
 def _constructor_sources(index: ScriptIndex, scope: Scope, attribute: str) -> set[str]:
     """`self.train_data = train_data` in `__init__` -> what callers pass as train_data."""
     sources: set[str] = set()
-    for binding in index.bindings:
-        if binding.target != attribute or binding.value is None or binding.place.scope.class_name != scope.class_name:
+    for binding in index.bindings_of_in_class(attribute, scope.class_name):
+        if binding.value is None:
             continue
         param = spell(binding.value)
         if param is not None and param in binding.place.scope.params:
@@ -265,18 +303,18 @@ def untraced_source(index: ScriptIndex, training_names: set[str]) -> Binding | N
 
 
 def _returns_loader(index: ScriptIndex, helper: Scope, loaders: set[int]) -> bool:
-    return any(id(c.node) in loaders for c in index.calls if c.place.scope is helper)
+    return any(id(c.node) in loaders for c in index.calls_from(helper))
 
 
 def _bound_names(index: ScriptIndex, call: CallSite) -> list[str]:
     """Names the loader is bound to: directly, or through a helper of this file that returns it
     (the call itself, or the name it is bound to; one element of a returned tuple)."""
-    direct = [b.target for b in index.bindings if b.value is call.node]
+    direct = index.targets_of(call.node)
     if call.place.scope.is_module:
         return direct
     returned: cst.BaseExpression | None = call.node if _returns(call.place.stmt, call.node) else None
     if returned is None and direct:
-        returned = _returned_name(call.place.scope, direct[0])
+        returned = _returned_name(index, call.place.scope, direct[0])
     if returned is None:
         return direct
     return direct + [n for n in _caller_bindings(index, call.place.scope, returned) if n not in direct]
@@ -293,10 +331,10 @@ def _returns(stmt: cst.BaseStatement, value: cst.BaseExpression) -> bool:
     )
 
 
-def _returned_name(scope: Scope, name: str) -> cst.BaseExpression | None:
+def _returned_name(index: ScriptIndex, scope: Scope, name: str) -> cst.BaseExpression | None:
     """In the helper, the node of `name` in `return name` / `return a, name`."""
-    for node in descendants(scope.node):
-        if isinstance(node, cst.Return) and node.value is not None:
+    for node in index.returns_under(scope.node):
+        if node.value is not None:
             if spell(node.value) == name:
                 return node.value
             if isinstance(node.value, cst.Tuple):
@@ -310,16 +348,15 @@ def _caller_bindings(index: ScriptIndex, helper: Scope, returned: cst.BaseExpres
     """`train_loader = make_loader(...)`, or `train_loader, val_loader = make_loaders(...)` taking
     the element the helper returns the loader in."""
     position = None
-    for node in descendants(helper.node):
-        if isinstance(node, cst.Return) and isinstance(node.value, cst.Tuple):
+    for node in index.returns_under(helper.node):
+        if isinstance(node.value, cst.Tuple):
             for i, element in enumerate(node.value.elements):
                 if element.value is returned:
                     position = i
     names: list[str] = []
-    for binding in index.bindings:
+    for binding in index.derived("bindings_by_called", lambda: _bindings_by_called(index)).get(helper.name, ()):
         node = binding.node
-        if not isinstance(node, cst.Assign) or not isinstance(node.value, cst.Call) or spell(node.value.func) != helper.name:
-            continue
+        assert isinstance(node, cst.Assign) and isinstance(node.value, cst.Call)
         target = node.targets[0].target
         if position is None and binding.value is node.value:
             names.append(binding.target)
@@ -328,6 +365,18 @@ def _caller_bindings(index: ScriptIndex, helper: Scope, returned: cst.BaseExpres
             if spelled == binding.target and spelled not in names:
                 names.append(spelled)
     return names
+
+
+def _bindings_by_called(index: ScriptIndex) -> dict[str, list[Binding]]:
+    """`x = f(...)` (any target): the spelling of what is called -> its bindings, in source order."""
+    by_called: dict[str, list[Binding]] = {}
+    for binding in index.bindings:
+        node = binding.node
+        if isinstance(node, cst.Assign) and isinstance(node.value, cst.Call):
+            called = spell(node.value.func)
+            if called is not None:
+                by_called.setdefault(called, []).append(binding)
+    return by_called
 
 
 def _shuffles(call: CallSite) -> bool:
@@ -357,31 +406,61 @@ def find_epoch_loops(index: ScriptIndex, loops: list[Loop]) -> list[EpochLoop]:
 
 def _outer_epoch_loop(index: ScriptIndex, step: Loop) -> Loop | None:
     for outer in reversed(step.place.loops):
-        loop = next((l for l in index.loops if l.node is outer), None)
+        loop = index.loop_of(outer)
         if loop is not None and loop.target is not None:
             return loop
     return None
 
 
+# A search of one function's callers: yields (caller, loader as the caller sees it) for each caller
+# to search in turn, is sent back what that search found, and returns what it found itself.
+CallerSearch = Generator[tuple[Scope, str], list[EpochLoop], list[EpochLoop]]
+
+
 def _epoch_loops_in_callers(index: ScriptIndex, scope: Scope, loader: str) -> list[EpochLoop]:
-    found: list[EpochLoop] = []
-    for call in index.calls:
-        if callee_scope(index, call) is not scope or not call.place.loops:
+    """The epoch loops around the calls of `scope`, going up through callers that call it outside
+    any loop. Each search runs as a generator on an explicit stack, not by recursion: a chain of
+    callers can be thousands deep. A caller already being searched (recursion in the script)
+    finds nothing a second time."""
+    searches: list[CallerSearch] = [_search_callers(index, scope, loader)]
+    active = [(scope, loader)]
+    answer: list[EpochLoop] | None = None
+    while searches:
+        try:
+            request = searches[-1].send(answer)  # type: ignore[arg-type]
+        except StopIteration as finished:
+            searches.pop()
+            active.pop()
+            answer = finished.value
             continue
-        loop = next((l for l in index.loops if l.node is call.place.loops[-1]), None)
+        if any(request[0] is s and request[1] == l for s, l in active):
+            answer = []
+            continue
+        searches.append(_search_callers(index, *request))
+        active.append(request)
+        answer = None
+    return answer or []
+
+
+def _search_callers(index: ScriptIndex, scope: Scope, loader: str) -> CallerSearch:
+    found: list[EpochLoop] = []
+    for call in callers_of(index, scope):
+        if not call.place.loops:
+            continue
+        loop = index.loop_of(call.place.loops[-1])
         seen_as = _as_seen_by_caller(index, scope, loader, call)
         if seen_as is None:
             continue
         if loop is not None and loop.target is not None:
             found.append(EpochLoop(loop=loop, loader=seen_as))
         else:
-            found.extend(_epoch_loops_in_callers(index, call.place.scope, seen_as))
+            found.extend((yield (call.place.scope, seen_as)))
     if not found and not scope.is_module:
-        for call in index.calls:
-            if callee_scope(index, call) is scope and not call.place.loops:
+        for call in callers_of(index, scope):
+            if not call.place.loops:
                 seen_as = _as_seen_by_caller(index, scope, loader, call)
                 if seen_as is not None:
-                    found.extend(_epoch_loops_in_callers(index, call.place.scope, seen_as))
+                    found.extend((yield (call.place.scope, seen_as)))
     return found
 
 
@@ -393,4 +472,4 @@ def _as_seen_by_caller(index: ScriptIndex, scope: Scope, loader: str, call: Call
             if site is call:
                 return spelled
         return None
-    return loader if contains(call.place.scope.node, lambda n: isinstance(n, cst.Name) and n.value == loader) else None
+    return loader if loader in index.names_under(call.place.scope.node) else None

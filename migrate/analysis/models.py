@@ -5,7 +5,6 @@ traced back to the statement that builds them, and the point after which the wra
 
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass
 
 import libcst as cst
@@ -57,8 +56,15 @@ def forward_spellings(index: ScriptIndex, training: set[str]) -> dict[str, Scope
 
 def _bound_to_non_module(index: ScriptIndex, name: str, losses: bool = True) -> bool:
     """A lambda, a partial, a functional, or (with `losses`) a `...Loss()`."""
-    for binding in index.bindings:
-        if binding.target != name or binding.value is None:
+    known = index.memo("bound_to_non_module")
+    if (name, losses) not in known:
+        known[(name, losses)] = _binds_non_module(index, name, losses)
+    return known[(name, losses)]
+
+
+def _binds_non_module(index: ScriptIndex, name: str, losses: bool) -> bool:
+    for binding in index.bindings_of(name):
+        if binding.value is None:
             continue
         value = binding.value
         if isinstance(value, cst.Lambda):
@@ -85,18 +91,22 @@ def origin(index: ScriptIndex, spelling: str, scope: Scope) -> tuple[str, Scope]
 def home_binding(index: ScriptIndex, spelling: str, scope: Scope) -> Binding | None:
     """The binding that builds the model: for `self.x`, the class's own; else the latest in `scope`,
     or failing that the latest anywhere that is not a builder returning it."""
+    known = index.memo("home_binding")
+    key = (spelling, scope)
+    if key not in known:
+        known[key] = _home_binding(index, spelling, scope)
+    return known[key]
+
+
+def _home_binding(index: ScriptIndex, spelling: str, scope: Scope) -> Binding | None:
     if spelling.startswith("self."):
-        candidates = [
-            b
-            for b in index.bindings
-            if b.target == spelling and b.place.scope.class_name == scope.class_name
-        ]
+        candidates = index.bindings_of_in_class(spelling, scope.class_name)
         in_init = [b for b in candidates if b.place.scope.name.endswith(".__init__")]
         return (in_init or candidates or [None])[-1]
-    same_scope = [b for b in index.bindings if b.target == spelling and b.place.scope is scope]
+    same_scope = index.bindings_of_in(spelling, scope)
     if same_scope:
         return _last_construction(index, same_scope)
-    elsewhere = [b for b in index.bindings if b.target == spelling and b.place.scope.is_module]
+    elsewhere = index.module_bindings_of(spelling)
     return _last_construction(index, elsewhere) if elsewhere else None
 
 
@@ -195,18 +205,25 @@ def _candidates(index: ScriptIndex, scopes: set[str], training: set[str]) -> lis
 
 def _called_from(index: ScriptIndex, scopes: set[str]) -> set[str]:
     """The functions of this file that code in `scopes` calls, transitively."""
+    callees = index.derived("callees_by_name", lambda: _callees_by_name(index))
     reached = set(scopes)
-    changed = True
-    while changed:
-        changed = False
-        for call in index.calls:
-            if call.place.scope.name not in reached:
-                continue
-            callee = callee_scope(index, call)
-            if callee is not None and callee.name not in reached:
-                reached.add(callee.name)
-                changed = True
+    pending = list(reached)
+    while pending:
+        for callee in callees.get(pending.pop(), ()):
+            if callee not in reached:
+                reached.add(callee)
+                pending.append(callee)
     return reached
+
+
+def _callees_by_name(index: ScriptIndex) -> dict[str, list[str]]:
+    """Scope name -> the names of the functions of this file its calls run (scopes go by name)."""
+    callees: dict[str, list[str]] = {}
+    for call in index.calls:
+        callee = callee_scope(index, call)
+        if callee is not None:
+            callees.setdefault(call.place.scope.name, []).append(callee.name)
+    return callees
 
 
 def _site(index: ScriptIndex, spelling: str, binding: Binding, training_calls: set[str]) -> ModelSite:
@@ -243,7 +260,7 @@ def _same_module_names(index: ScriptIndex, spelling: str, binding: Binding) -> s
     """The model's name and the other names of its scope bound to the same module (`net = ssd_net`)."""
     scope = binding.place.scope
     key = root(index, spelling, scope)
-    others = {b.target for b in index.bindings if b.place.scope is scope and b.target != spelling and "." not in b.target}
+    others = {b.target for b in index.bindings_in(scope) if b.target != spelling and "." not in b.target}
     return {spelling} | {name for name in others if same_module(index, root(index, name, scope), key)}
 
 
@@ -254,8 +271,8 @@ def _data_parallel_statements(index: ScriptIndex, spelling: str) -> list[cst.Bas
     has both replaced, so no path keeps a DataParallel around the distributed wrapper."""
     found: list[cst.BaseStatement] = []
     scope = None
-    for binding in index.bindings:
-        if binding.target == spelling and _wraps_itself(index, binding):
+    for binding in index.bindings_of(spelling):
+        if _wraps_itself(index, binding):
             value = binding.value
             assert isinstance(value, cst.Call)
             if index.qualify(value.func) not in DATA_PARALLEL:
@@ -285,7 +302,7 @@ def _only_prints(stmt: cst.BaseStatement) -> bool:
 def _compiles(index: ScriptIndex, stmt: cst.BaseStatement, spelling: str) -> bool:
     return any(
         index.qualify(call.func) == COMPILE and any(spell(a.value) == spelling for a in call.args)
-        for call in calls_in(stmt)
+        for call in index.calls_under(stmt)
     )
 
 
@@ -293,7 +310,7 @@ def _starts_training(index: ScriptIndex, stmt: cst.BaseStatement, spelling: str,
     """A loop, a forward of the model, or a call that trains or receives the model."""
     if isinstance(stmt, (cst.For, cst.While, cst.FunctionDef, cst.ClassDef)):
         return True
-    for call in calls_in(stmt):
+    for call in index.calls_under(stmt):
         name = spell(call.func) or ""
         if name == spelling or name.rsplit(".", 1)[-1] in training_calls:
             return True
@@ -306,22 +323,46 @@ def _starts_training(index: ScriptIndex, stmt: cst.BaseStatement, spelling: str,
     return False
 
 
-def _runs_no_forward(index: ScriptIndex, scope: Scope | None, seen: frozenset[str] = frozenset()) -> bool:
+def _runs_no_forward(index: ScriptIndex, scope: Scope | None) -> bool:
     """A function of this file that never runs a forward of what it is given: it calls neither its
     arguments nor a method of theirs other than `parameters()` and the like, and the functions it
     calls do the same (`count_parameters(model)`, `replace_linear_with_lora(model, ...)`)."""
     if scope is None or not isinstance(scope.node, cst.FunctionDef) or scope.class_name:
         return False
+    return index.derived("runs_no_forward", lambda: _running_no_forward(index))[scope.name]
+
+
+def _running_no_forward(index: ScriptIndex) -> dict[str, bool]:
+    """`_runs_no_forward` for every function of this file at once: a function fails when its own
+    calls do, or when any function it reaches through calls by name fails (computed backwards from
+    the failing ones, so a long chain of helpers is walked once, not once per helper)."""
+    failing: list[str] = []
+    callers: dict[str, set[str]] = {}  # function name -> the functions that call it by name
+    for name, scope in index.functions.items():
+        if not _calls_no_forward(index, name, scope, callers):
+            failing.append(name)
+    result = {name: True for name in index.functions}
+    while failing:
+        name = failing.pop()
+        if result[name]:
+            result[name] = False
+            failing.extend(callers.get(name, ()))
+    return result
+
+
+def _calls_no_forward(index: ScriptIndex, name: str, scope: Scope, callers: dict[str, set[str]]) -> bool:
+    """The function's own calls run no forward of its arguments; notes which functions it calls."""
+    if not isinstance(scope.node, cst.FunctionDef) or scope.class_name:
+        return False
     for call in calls_in(scope.node.body):
-        name = spell(call.func) or ""
-        head, _, method = name.partition(".")
+        spelled = spell(call.func) or ""
+        head, _, method = spelled.partition(".")
         if head in scope.params and (not method or method not in NOT_COMPUTATION):
             return False
-        if name.startswith("self."):
+        if spelled.startswith("self."):
             return False
-        if name in index.functions and name not in seen and name != scope.name:
-            if not _runs_no_forward(index, index.functions[name], seen | {scope.name}):
-                return False
+        if spelled in index.functions and spelled != name:
+            callers.setdefault(spelled, set()).add(name)
     return True
 
 
@@ -333,7 +374,7 @@ def _adjusts(index: ScriptIndex, stmt: cst.BaseStatement, names: set[str]) -> bo
     return any(
         spell(call.func) in index.functions and any(spell(a.value) in names for a in call.args)
         and _runs_no_forward(index, index.functions[spell(call.func) or ""])
-        for call in calls_in(stmt)
+        for call in index.calls_under(stmt)
     )
 
 
@@ -384,20 +425,16 @@ def aliases(index: ScriptIndex, site: ModelSite) -> set[tuple[str, str]]:
     followed, a few levels up: `sample(model, ...)`, `sample(self.model, ...)`, `log(net=model)`).
     A parameter that some callers give the wrapped model and others something else (the unwrapped
     module, an EMA copy) is among them too: `unwrapped_too` names those."""
-    cached = _ALIASES.get(site)
-    if cached is not None and cached[0] is index:
-        return set(cached[1])
-    found = _direct_aliases(index, site)
-    direct = set(found)
-    for scope in index.functions.values():
-        for param in scope.params:
-            if _receives(index, site, param, scope, direct) in (WRAPPED, MIXED):
-                found.add((param, scope.name))
-    _ALIASES[site] = (index, frozenset(found))
-    return found
-
-
-_ALIASES: weakref.WeakKeyDictionary[ModelSite, tuple[ScriptIndex, frozenset[tuple[str, str]]]] = weakref.WeakKeyDictionary()
+    known = index.memo("aliases")
+    if site not in known:
+        found = _direct_aliases(index, site)
+        direct = set(found)
+        for scope in index.functions.values():
+            for param in scope.params:
+                if _receives(index, site, param, scope, direct) in (WRAPPED, MIXED):
+                    found.add((param, scope.name))
+        known[site] = frozenset(found)
+    return set(known[site])
 
 
 def unwrapped_too(index: ScriptIndex, site: ModelSite) -> set[tuple[str, str]]:
@@ -422,14 +459,13 @@ def _direct_aliases(index: ScriptIndex, site: ModelSite) -> set[tuple[str, str]]
         for binding in index.bindings:  # `trainer = Trainer(...)` -> `trainer.model` outside the class
             if isinstance(binding.value, cst.Call) and spell(binding.value.func) == site.scope.class_name:
                 found.add((f"{binding.target}.{attribute}", binding.place.scope.name))
+    binding_scopes = {id(b.place.scope) for b in index.bindings_of(site.spelling)}
     for scope in index.functions.values():
         if site.spelling.startswith("self."):
             if scope.class_name == site.scope.class_name:
                 found.add((site.spelling, scope.name))
             continue
-        uses_global = site.scope.is_module and site.spelling not in scope.params and not any(
-            b.target == site.spelling and b.place.scope is scope for b in index.bindings
-        )
+        uses_global = site.scope.is_module and site.spelling not in scope.params and id(scope) not in binding_scopes
         if uses_global:
             found.add((site.spelling, scope.name))
     return found
@@ -471,7 +507,7 @@ def is_after(index: ScriptIndex, stmt: cst.BaseStatement, site: ModelSite) -> bo
     top = top_statement(index, stmt, block)
     if top is None:
         return index.scope_of.get(stmt) is not site.scope
-    at = block.body.index(top)
+    at = index.block_of[top][1]
     return at >= position if site.wrap_before is not None else at > position
 
 

@@ -15,7 +15,6 @@ and attributes of instances of this file's classes (`agent.net` is `self.net` of
 from __future__ import annotations
 
 import re
-import weakref
 from dataclasses import dataclass
 
 import libcst as cst
@@ -137,16 +136,28 @@ def _held(index: ScriptIndex, expr: cst.BaseExpression, scope: Scope, depth: int
 def _grown(index: ScriptIndex, name: str, scope: Scope) -> list[Owner]:
     """`params += list(m.parameters())`, `params.extend(m.parameters())` in the same scope."""
     owners: list[Owner] = []
-    for node in descendants(scope.node):
-        target: cst.BaseExpression | None = None
-        if isinstance(node, cst.AugAssign):
-            target, value = node.target, node.value
-        elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in ("extend", "append"):
-            target, value = node.func.value, node
-        if target is None or spell(target) != name:
-            continue
+    for value in _grown_values(index, scope).get(name, ()):
         owners.extend(Owner(o, scope, c) for c in calls_in(value) if _is_parameters_call(c) and (o := spell(c.func.value)))  # type: ignore[attr-defined]
     return owners
+
+
+def _grown_values(index: ScriptIndex, scope: Scope) -> dict[str, list[cst.CSTNode]]:
+    """Name -> what `name += ...` / `name.extend(...)` / `name.append(...)` add to it in `scope`
+    (one walk of the scope, kept for every name asked about)."""
+    known = index.memo("grown_values")
+    if scope not in known:
+        found: dict[str, list[cst.CSTNode]] = {}
+        for node in descendants(scope.node):
+            target: cst.BaseExpression | None = None
+            if isinstance(node, cst.AugAssign):
+                target, value = node.target, node.value
+            elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in ("extend", "append"):
+                target, value = node.func.value, node
+            spelled = spell(target) if target is not None else None
+            if spelled is not None:
+                found.setdefault(spelled, []).append(value)
+        known[scope] = found
+    return known[scope]
 
 
 def _names_outside_parameter_calls(expr: cst.BaseExpression) -> list[str]:
@@ -215,7 +226,7 @@ def resolve_values(index: ScriptIndex, spelling: str, scope: Scope, depth: int =
         return []
     bindings = [binding]
     if every:
-        bindings = [b for b in index.bindings if b.target == spelling and b.place.scope is binding.place.scope and b.value is not None]
+        bindings = [b for b in index.bindings_of_in(spelling, binding.place.scope) if b.value is not None]
     found = []
     for each in bindings:
         assert each.value is not None
@@ -240,23 +251,21 @@ def passed_arguments(index: ScriptIndex, scope: Scope, param: str) -> list[tuple
     return found
 
 
-_CALLERS: weakref.WeakKeyDictionary[ScriptIndex, dict[int, list[CallSite]]] = weakref.WeakKeyDictionary()
-
-
 def calls_of(index: ScriptIndex, scope: Scope) -> list[CallSite]:
     """The calls of a function of this file, a class's construction for its __init__."""
-    callers = _CALLERS.get(index)
-    if callers is None:
-        callers = {}
-        for call in index.calls:
-            callee = callee_scope(index, call)
-            if callee is None:
-                constructor = spell(call.node.func)
-                callee = index.functions.get(f"{constructor}.__init__") if constructor in index.classes else None
-            if callee is not None:
-                callers.setdefault(id(callee.node), []).append(call)
-        _CALLERS[index] = callers
-    return callers.get(id(scope.node), [])
+    return index.derived("calls_of", lambda: _calls_by_function(index)).get(id(scope.node), [])
+
+
+def _calls_by_function(index: ScriptIndex) -> dict[int, list[CallSite]]:
+    callers: dict[int, list[CallSite]] = {}
+    for call in index.calls:
+        callee = callee_scope(index, call)
+        if callee is None:
+            constructor = spell(call.node.func)
+            callee = index.functions.get(f"{constructor}.__init__") if constructor in index.classes else None
+        if callee is not None:
+            callers.setdefault(id(callee.node), []).append(call)
+    return callers
 
 
 def _binding(index: ScriptIndex, spelling: str, scope: Scope) -> Binding | None:
@@ -267,6 +276,14 @@ def _binding(index: ScriptIndex, spelling: str, scope: Scope) -> Binding | None:
 
 def root(index: ScriptIndex, spelling: str, scope: Scope) -> Root:
     """What a module value leads back to (see the module docstring)."""
+    known = index.memo("root")
+    key = (spelling, scope)
+    if key not in known:
+        known[key] = _root(index, spelling, scope)
+    return known[key]
+
+
+def _root(index: ScriptIndex, spelling: str, scope: Scope) -> Root:
     seen: set[tuple[str, int]] = set()
     for _ in range(MAX_DEPTH * 2):
         if (spelling, id(scope)) in seen:
@@ -305,14 +322,20 @@ def root(index: ScriptIndex, spelling: str, scope: Scope) -> Root:
 
 def _earlier_binding(index: ScriptIndex, binding: Binding) -> Binding | None:
     """The binding of the same name in the same scope (or class) just before this one."""
-    same = [
-        b
-        for b in index.bindings
-        if b.target == binding.target
-        and (b.place.scope is binding.place.scope or (binding.target.startswith("self.") and b.place.scope.class_name == binding.place.scope.class_name))
-    ]
-    position = next(i for i, b in enumerate(same) if b is binding)
-    return same[position - 1] if position > 0 else None
+    earlier = index.memo("earlier_binding")
+    if binding not in earlier:
+        _note_earlier_bindings(index, binding.target, earlier)
+    return earlier[binding]
+
+
+def _note_earlier_bindings(index: ScriptIndex, target: str, earlier: dict[Binding, Binding | None]) -> None:
+    """For every binding of `target`, the one before it in its scope (for `self.x`, its class)."""
+    last: dict[object, Binding] = {}
+    for binding in index.bindings_of(target):
+        scope = binding.place.scope
+        group = ("class", scope.class_name) if target.startswith("self.") else ("scope", id(scope))
+        earlier[binding] = last.get(group)
+        last[group] = binding
 
 
 def _instance_attribute(index: ScriptIndex, spelling: str, scope: Scope) -> tuple[str, Scope] | None:
@@ -320,15 +343,24 @@ def _instance_attribute(index: ScriptIndex, spelling: str, scope: Scope) -> tupl
     head, _, attribute = spelling.partition(".")
     if not attribute or head == "self" or "." in attribute:
         return None
-    for binding in index.bindings:
-        if binding.target != head or not isinstance(binding.value, cst.Call):
+    for binding in index.bindings_of(head):
+        if not isinstance(binding.value, cst.Call):
             continue
         cls = spell(_innermost_call(binding.value).func)
         if cls in index.classes:
-            method = next((s for s in index.functions.values() if s.class_name == cls), None)
+            method = index.derived("first_method", lambda: _first_methods(index)).get(cls)
             if method is not None:
                 return f"self.{attribute}", method
     return None
+
+
+def _first_methods(index: ScriptIndex) -> dict[str, Scope]:
+    """Class name -> its first method (in the order the functions were recorded)."""
+    first: dict[str, Scope] = {}
+    for scope in index.functions.values():
+        if scope.class_name is not None:
+            first.setdefault(scope.class_name, scope)
+    return first
 
 
 def _same_module(index: ScriptIndex, value: cst.BaseExpression | None) -> str | None:
@@ -368,7 +400,8 @@ def constructed_class(index: ScriptIndex, binding: Binding | None) -> str | None
 def binding_of_root(index: ScriptIndex, key: Root) -> Binding | None:
     if key[0] != "binding":
         return None
-    return next((b for b in index.bindings if id(b.node) == key[1] and b.target == key[2]), None)
+    by_node = index.derived("binding_of_root", lambda: {(id(b.node), b.target): b for b in reversed(index.bindings)})
+    return by_node.get((key[1], key[2]))
 
 
 def same_module(index: ScriptIndex, a: Root, b: Root) -> bool:

@@ -27,6 +27,13 @@ def backward_calls(index: ScriptIndex) -> list[CallSite]:
 
 def callee_scope(index: ScriptIndex, call: CallSite) -> Scope | None:
     """The function of this file that a call runs, when it can be told from the spelling."""
+    known = index.memo("callee_scope")
+    if call not in known:
+        known[call] = _callee_scope(index, call)
+    return known[call]
+
+
+def _callee_scope(index: ScriptIndex, call: CallSite) -> Scope | None:
     name = call.name
     if name is None:
         return None
@@ -44,25 +51,54 @@ def callee_scope(index: ScriptIndex, call: CallSite) -> Scope | None:
 
 def class_of_binding(index: ScriptIndex, name: str, scope: Scope) -> str | None:
     """`trainer = Trainer(...)` -> "Trainer" (a class of this file)."""
-    for binding in index.bindings:
-        if binding.target == name and binding.place.scope is scope and isinstance(binding.value, cst.Call):
+    known = index.memo("class_of_binding")
+    key = (name, scope)
+    if key not in known:
+        known[key] = _class_of_binding(index, name, scope)
+    return known[key]
+
+
+def _class_of_binding(index: ScriptIndex, name: str, scope: Scope) -> str | None:
+    for binding in index.bindings_of_in(name, scope):
+        if isinstance(binding.value, cst.Call):
             cls = spell(binding.value.func)
             if cls in index.classes:
                 return cls
     return None
 
 
+def callers_of(index: ScriptIndex, scope: Scope) -> list[CallSite]:
+    """The calls whose callee (`callee_scope`) is `scope`, in source order: one table for the
+    whole script, rather than a scan of every call each time a function's callers are asked for."""
+    return index.derived("callers_of", lambda: _calls_by_callee(index)).get(scope, [])
+
+
+def _calls_by_callee(index: ScriptIndex) -> dict[Scope, list[CallSite]]:
+    by_callee: dict[Scope, list[CallSite]] = {}
+    for call in index.calls:
+        callee = callee_scope(index, call)
+        if callee is not None:
+            by_callee.setdefault(callee, []).append(call)
+    return by_callee
+
+
 def training_scopes(index: ScriptIndex, backward: list[CallSite]) -> set[str]:
-    """Scopes that call backward, and every scope that calls one of those (transitively)."""
+    """Scopes that call backward, and every scope that calls one of those (transitively).
+
+    Scopes are named, and two functions may share a name (a redefinition): a name reached by one
+    of them reaches the callers of every function of that name, so the walk goes by names."""
+    callers: dict[str, list[str]] = {}  # callee name -> the names of the scopes that call it
+    for call in index.calls:
+        callee = callee_scope(index, call)
+        if callee is not None:
+            callers.setdefault(callee.name, []).append(call.place.scope.name)
     scopes = {call.place.scope.name for call in backward}
-    changed = True
-    while changed:
-        changed = False
-        for call in index.calls:
-            callee = callee_scope(index, call)
-            if callee is not None and callee.name in scopes and call.place.scope.name not in scopes:
-                scopes.add(call.place.scope.name)
-                changed = True
+    pending = list(scopes)
+    while pending:
+        for caller in callers.get(pending.pop(), ()):
+            if caller not in scopes:
+                scopes.add(caller)
+                pending.append(caller)
     return scopes
 
 
@@ -78,7 +114,7 @@ def is_local_callable(index: ScriptIndex, call: CallSite) -> bool:
         if "." in rest or not call.place.scope.class_name:
             return False
         return f"{call.place.scope.class_name}.{rest}" not in index.functions
-    shadowed = head in index.imports and any(b.target == head for b in index.bindings)  # `model = model.RNNModel(...)`
+    shadowed = head in index.imports and bool(index.bindings_of(head))  # `model = model.RNNModel(...)`
     return (
         (head not in index.imports or shadowed)
         and head not in index.functions
@@ -93,9 +129,7 @@ def caller_arguments(index: ScriptIndex, scope: Scope, param: str) -> list[tuple
         return []
     position = scope.params.index(param) - (1 if scope.class_name else 0)
     found: list[tuple[str, Scope, CallSite]] = []
-    for call in index.calls:
-        if callee_scope(index, call) is not scope:
-            continue
+    for call in callers_of(index, scope):
         passed = _argument(call.node, param, position)
         spelled = spell(passed) if passed is not None else None
         if spelled is not None:

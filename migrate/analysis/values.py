@@ -11,9 +11,14 @@ from migrate.analysis.index import ScriptIndex, spell
 Number = int | float | bool
 
 
+MAX_LITERAL_DIGITS = 40
+
+
 def literal_value(index: ScriptIndex, expr: cst.BaseExpression | None) -> Number | None:
     if expr is None:
         return None
+    if isinstance(expr, (cst.Integer, cst.Float)) and len(expr.value) > MAX_LITERAL_DIGITS:
+        return None  # no batch size or learning rate has thousands of digits (and Python refuses to read them)
     if isinstance(expr, cst.Integer):
         return int(expr.evaluated_value)
     if isinstance(expr, cst.Float):

@@ -16,6 +16,7 @@ from migrate.analysis.sites import TrainingSites
 from migrate.findings import finding
 from migrate.model import Finding, Options
 from migrate.rewrite import EditPlan
+from migrate.steps.imports import ImportNames, import_names
 
 RANK_ZERO = "{dist}.get_rank() == 0"
 
@@ -29,6 +30,7 @@ class Context:
     script: str = "train.py"  # the file's name, for comments in generated code
     findings: list[Finding] = field(default_factory=list)
     _positions: Positions | None = None
+    _import_names: ImportNames | None = None
     device_name: str | None = None  # the entry scope's device variable, once known
     _code: dict[cst.CSTNode, str] = field(default_factory=dict)
     facts: dict[str, object] = field(default_factory=dict)  # what steps tell the artifact makers
@@ -41,22 +43,39 @@ class Context:
 
     # -- names of things the new code refers to ---------------------------------------------
     def module_name(self, module: str, alias: str | None = None) -> str:
-        """The local name of `module`, importing it (as `alias`) when the script does not."""
-        for local, qualified in self.index.imports.items():
-            if qualified == module and not local.startswith("_"):
-                return local
-        name = alias or module
-        self.plan.add_import(f"import {module} as {alias}" if alias else f"import {module}")
-        return name
+        """The local name of `module`, importing it (as `alias`, or another free name) unless the
+        script already imports it early enough at module level (see migrate.steps.imports)."""
+        names = self.import_names
+        local = names.reusable(module)
+        if local is not None:
+            return local
+        if alias is None and "." in module:
+            self.plan.add_import(f"import {module}")
+            return module
+        local = names.fresh(alias or module, module)
+        self.plan.add_import(f"import {module}" if local == module else f"import {module} as {local}")
+        return local
 
     def imported(self, module: str, name: str, alias: str | None = None) -> str:
-        """The local name of `module.name`, importing it when the script does not."""
-        for local, qualified in self.index.imports.items():
-            if qualified == f"{module}.{name}":
-                return local
-        local = alias or name
-        self.plan.add_import(f"from {module} import {name} as {alias}" if alias else f"from {module} import {name}")
+        """The local name of `module.name`, importing it when the script does not (early enough)."""
+        names = self.import_names
+        qualified = f"{module}.{name}"
+        local = names.reusable(qualified, private=True)
+        if local is not None:
+            return local
+        local = names.fresh(alias or name, qualified)
+        self.plan.add_import(f"from {module} import {name}" if local == name else f"from {module} import {name} as {local}")
         return local
+
+    @property
+    def import_names(self) -> ImportNames:
+        """The script's imports that new code may reuse, and the names it binds (computed once)."""
+        if self._import_names is None:
+            entry = self.sites.entry
+            setup = entry.setup_before if entry is not None and entry.scope.is_module else None
+            setup_line = self.position(setup)[0] if setup is not None else None
+            self._import_names = import_names(self.source, setup_line or None)
+        return self._import_names
 
     @property
     def dist(self) -> str:

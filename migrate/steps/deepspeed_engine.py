@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 
 import libcst as cst
@@ -46,6 +47,9 @@ def deepspeed_engine(ctx: Context) -> None:
         return
     ctx.facts["engine"] = engine
     values = _config_values(ctx, engine)
+    if not _usable_config(ctx, values, engine):
+        ctx.refused = True
+        return
     ctx.facts["ds_values"] = values
     config_path = _config_path_code(ctx)
     deepspeed, json = ctx.module_name("deepspeed"), ctx.module_name("json")
@@ -129,8 +133,15 @@ def _config_path_code(ctx: Context) -> str:
     os_name = ctx.module_name("os")
     name = ctx.options.config_out or CONFIG_NAME
     if os.path.isabs(name):
-        return json.dumps(name)
-    return f"{os_name}.path.join({os_name}.path.dirname({os_name}.path.abspath(__file__)), {json.dumps(name)})"
+        return python_string(name)
+    return f"{os_name}.path.join({os_name}.path.dirname({os_name}.path.abspath(__file__)), {python_string(name)})"
+
+
+def python_string(text: str) -> str:
+    """A double-quoted Python literal of `text`. Every JSON escape means the same in Python, and
+    with ensure_ascii=False a character outside the BMP stays itself (ASCII-only JSON spells it as
+    two surrogate escapes, which Python reads as two other characters: another file name)."""
+    return json.dumps(text, ensure_ascii=False)
 
 
 # -- the numbers ---------------------------------------------------------------------------------
@@ -146,6 +157,8 @@ def _config_values(ctx: Context, engine: EngineSite) -> dict:  # type: ignore[ty
         engine's creation (candidates are the script's expression, then fallbacks as code)."""
         first = candidates[0] if candidates else None
         literal = literal_value(ctx.index, first) if isinstance(first, cst.BaseExpression) else None
+        if literal is None and isinstance(first, cst.Integer):
+            literal = f"a {len(first.value)}-digit number"  # too long to read: refused by _usable_config
         values[key] = literal if literal is not None else default
         if isinstance(first, (cst.Integer, cst.Float)):
             return  # a number written in the call: the JSON says the same
@@ -181,6 +194,30 @@ def _config_values(ctx: Context, engine: EngineSite) -> dict:  # type: ignore[ty
     if precision in ("fp16", "bf16") and enabled is not None and _visible(ctx, enabled, engine):
         overrides.append((f'"{precision}"]["enabled"', ctx.code(enabled)))
     return values
+
+
+CONFIG_SOURCES = {
+    "micro_batch": ("train_micro_batch_size_per_gpu", "the training DataLoader's batch_size"),
+    "accumulation": ("gradient_accumulation_steps", "the accumulation factor in the `if ... % n` test"),
+}
+
+
+def _usable_config(ctx: Context, values: dict, engine: EngineSite) -> bool:  # type: ignore[type-arg]
+    """A number the script trains with that no DeepSpeed config can hold (a batch of -1, an
+    infinite or negative clipping norm) is refused, never written into ds_config.json."""
+    problems = []
+    for key, (json_key, source) in CONFIG_SOURCES.items():
+        value = values[key]
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 10**9:
+            shown = value if isinstance(value, str) else repr(value)
+            problems.append(f"{json_key} would be {shown} ({source}), and DeepSpeed needs a whole number from 1 up")
+    clipping = values["clipping"]
+    if isinstance(clipping, bool) or not isinstance(clipping, (int, float)) or not math.isfinite(clipping) or clipping < 0:
+        problems.append(f"gradient_clipping would be {clipping!r} (the max_norm given to clip_grad_norm_), and "
+                        "DeepSpeed needs a finite number, 0 or more (0 turns clipping off)")
+    if problems:
+        ctx.report("MIG125", "; ".join(problems) + "; left unchanged: fix the value, then convert again", engine.anchor)
+    return not problems
 
 
 def _accumulation(ctx: Context, side: OptimizerSide) -> cst.BaseExpression | None:
@@ -225,6 +262,7 @@ def _visible(ctx: Context, expression: cst.BaseExpression, engine: EngineSite) -
             continue
         bound_before = any(
             b.target == name
+            and b.place.scope.node is scope.node  # not a local of a function defined above
             and (top := top_statement(ctx.index, b.place.stmt, block)) is not None
             and block.body.index(top) <= position
             for b in ctx.index.bindings
@@ -248,7 +286,7 @@ def _gather_state_dicts(ctx: Context, engine: EngineSite) -> None:
         owner = use.owner.removesuffix(".module")  # `model.module.state_dict()` of a former DataParallel
         if (owner, use.place.scope.name) not in names or not is_after(index, use.place.stmt, engine.model):
             continue
-        call = next((c.node for c in index.calls if c.node.func is use.node), None)
+        call = index.derived("call_of_func", lambda: {c.node.func: c.node for c in reversed(index.calls)}).get(use.node)
         if call is None:
             continue
         variable = f"{owner.split('.')[-1]}_state"

@@ -24,7 +24,7 @@ from migrate.analysis.loaders import (
     untraced_source,
 )
 from migrate.analysis.sites import LoaderSite
-from migrate.analysis.training import argument, callee_scope, contains
+from migrate.analysis.training import argument, callers_of, contains
 from migrate.steps.base import Context, expression, statement, with_keyword
 
 SHARD_BY_HAND = "give each rank its own shard by hand, e.g. indices[dist.get_rank()::dist.get_world_size()]"
@@ -65,7 +65,7 @@ def _report_unsharded(ctx: Context) -> None:
     else:
         iterated = loader_spelling(index, loop)
         seen = f"iterates `{iterated}`" if iterated else f"runs `for ... in {ctx.code(loop.node.iter)}`"  # type: ignore[union-attr]
-        unbound = sorted(n for n in names - {iterated} if not any(b.target == n for b in index.bindings))
+        unbound = sorted(n for n in names - {iterated} if not index.bindings_of(n))
         if iterated and unbound:
             seen += f" (passed in as `{unbound[0]}`, which this file does not build)"
         message = f"the training loop {seen} and draws its batches without a DataLoader this tool can trace: {SHARD_BY_HAND}"
@@ -76,7 +76,7 @@ def _report_unsharded(ctx: Context) -> None:
 
 
 def _loader_name(ctx: Context, call: CallSite) -> str:
-    names = [b.target for b in ctx.index.bindings if b.value is call.node]
+    names = ctx.index.targets_of(call.node)
     return names[0] if names else f"{ctx.code(call.node.func)}(...)"
 
 
@@ -133,7 +133,7 @@ def _shard(ctx: Context, site: LoaderSite) -> bool | None:
                 args.append(_sampler_arg(args, new_sampler))
                 placed = True
             if keyword == "batch_size" and ctx.options.keep_global_batch:
-                arg = arg.with_changes(value=expression(f"{ctx.code(arg.value)} // {world}"))
+                arg = arg.with_changes(value=expression(_per_rank_batch(ctx.code(arg.value), arg.value, world)))
             args.append(arg)
         rewritten = updated.with_changes(args=args)
         return rewritten if placed else with_keyword(rewritten, "sampler", new_sampler)
@@ -141,6 +141,13 @@ def _shard(ctx: Context, site: LoaderSite) -> bool | None:
     ctx.plan.replace(call, rewrite)
     _report_shared_builder(ctx, site)
     return shuffle_code != "False"
+
+
+def _per_rank_batch(code: str, value: cst.BaseExpression, world: str) -> str:
+    """`max(1, batch // world)`: a batch smaller than the world size keeps one sample per rank
+    rather than flooring to 0 (DataLoader refuses 0); a compound expression is parenthesised."""
+    simple = isinstance(value, (cst.Name, cst.Attribute, cst.Integer, cst.Call, cst.Subscript))
+    return f"max(1, {code if simple else f'({code})'} // {world})"
 
 
 def _report_shared_builder(ctx: Context, site: LoaderSite) -> None:
@@ -173,7 +180,7 @@ def _dict_keys(ctx: Context, value: cst.BaseExpression, scope: Scope) -> set[str
     if name is None or name in scope.params:
         return None
     index = ctx.index
-    bindings = [b for b in index.bindings if b.target == name and b.place.scope is scope]
+    bindings = index.bindings_of_in(name, scope)
     if not bindings:
         return None
     keys: set[str] = set()
@@ -182,9 +189,9 @@ def _dict_keys(ctx: Context, value: cst.BaseExpression, scope: Scope) -> set[str
         if found is None:
             return None
         keys |= found
-    for call in index.calls:
+    for call in index.calls_from(scope):
         func = call.node.func
-        if call.place.scope is scope and isinstance(func, cst.Attribute) and spell(func.value) == name:
+        if isinstance(func, cst.Attribute) and spell(func.value) == name:
             if func.attr.value == "update":
                 for arg in call.node.args:
                     found = _literal_keys(ctx, arg.value, scope, depth=0) if arg.keyword is None else {arg.keyword.value}
@@ -225,7 +232,7 @@ def _literal_keys(ctx: Context, value: cst.BaseExpression | None, scope: Scope, 
         return {a.keyword.value for a in value.args if a.keyword is not None}
     name = spell(value) if value is not None else None
     if name is not None and depth < 3:
-        bound = [b for b in ctx.index.bindings if b.target == name and b.place.scope is scope]
+        bound = ctx.index.bindings_of_in(name, scope)
         if len(bound) == 1:
             return _literal_keys(ctx, bound[0].value, scope, depth + 1)
     return None
@@ -271,24 +278,37 @@ def _shuffle_from_kwargs(ctx: Context, site: LoaderSite, unpacked: cst.BaseExpre
 def _read_after(ctx: Context, site: LoaderSite, name: str) -> bool:
     """Whether `name` is read again after the DataLoader statement in the same function."""
     index = ctx.index
-    stmt = site.call.place.stmt
-    order = list(index.scope_of)
-    position = order.index(stmt)
+    order = index.statement_order()
+    position = order[site.call.place.stmt]
     return any(
-        index.scope_of[other] is site.call.place.scope
-        and order.index(other) > position
-        and isinstance(other, cst.SimpleStatementLine)
-        and contains(other, lambda n: isinstance(n, cst.Name) and n.value == name)
-        for other in order[position + 1 :]
+        order[other] > position and isinstance(other, cst.SimpleStatementLine)
+        for other in index.readers_in(site.call.place.scope).get(name, ())
     ) or bool(site.call.place.loops)
+
+
+def _named_in_place(arg: cst.CSTNode, name: str) -> cst.Arg:
+    """`TensorDataset(x, y)` -> `(train_dataset := TensorDataset(x, y))`."""
+    assert isinstance(arg, cst.Arg)
+    named = cst.NamedExpr(target=cst.Name(name), value=arg.value, lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+    return arg.with_changes(value=named)
+
+
+def _first_on_its_line(stmt: cst.BaseStatement, node: cst.CSTNode) -> bool:
+    """Whether `node` is in the first statement of a line of its own (not after `a = 1;`, not in
+    the body of a one-line `for x in y: ...`)."""
+    return isinstance(stmt, cst.SimpleStatementLine) and contains(stmt.body[0], lambda n: n is node)
 
 
 def _bind_dataset(ctx: Context, site: LoaderSite, dataset: cst.Arg) -> str:
     """`DataLoader(TensorDataset(x, y), ...)`: the dataset gets a name, so the sampler and the
     loader share one object instead of building it twice."""
-    taken = {b.target for b in ctx.index.bindings}
-    name = next((n for n in ("train_dataset", "dataset", "train_set") if n not in taken), "sharded_dataset")
+    name = next((n for n in ("train_dataset", "dataset", "train_set") if not ctx.index.bindings_of(n)), "sharded_dataset")
     stmt = site.call.place.stmt
+    if not _first_on_its_line(stmt, site.call.node):
+        # `x = f(); loader = DataLoader(TensorDataset(x))`, `for ...: loader = ...`: a line above
+        # would run before what the dataset reads is bound; it is named where it is built instead
+        ctx.plan.replace(dataset, lambda updated: _named_in_place(updated, name))
+        return name
     hoisted = statement(f"{name} = {ctx.code(dataset.value)}\n")
     ctx.plan.insert_above(stmt, hoisted)
     ctx.hoisted_datasets.append(ctx.plan.before[stmt][-1])  # shared_files downloads ahead of it
@@ -302,7 +322,7 @@ def _no_epoch_loop_message(ctx: Context, step: Loop | None) -> str:
     outer = ctx.index.enclosing_statements(step.place.stmt)[1:] if step is not None else []
     around = next((s for s in outer if isinstance(s, (cst.For, cst.While))), None)
     if step is not None and around is None:
-        caller = next((c for c in ctx.index.calls if c.place.loops and callee_scope(ctx.index, c) is step.place.scope), None)
+        caller = next((c for c in callers_of(ctx.index, step.place.scope) if c.place.loops), None)
         if caller is not None:
             around = caller.place.loops[-1]
     if step is not None and around is None and isinstance(step.node, cst.For) and step.target:

@@ -186,17 +186,18 @@ def device_in(ctx: Context, scope: Scope, stmt: cst.BaseStatement | None = None)
 
 def _plain_device_bindings(ctx: Context) -> list:  # type: ignore[type-arg]
     """`device = torch.device(...)` bindings that needed no rewrite (already CPU-aware)."""
-    return [
+    index = ctx.index
+    return list(index.derived("plain_device_bindings", lambda: [
         b
-        for b in ctx.index.bindings
-        if b.target in ("device", "dev") and isinstance(b.value, cst.Call) and ctx.index.qualify(b.value.func) == "torch.device"
-    ]
+        for b in index.bindings
+        if b.target in ("device", "dev") and isinstance(b.value, cst.Call) and index.qualify(b.value.func) == "torch.device"
+    ]))
 
 
 def _setup_device(ctx: Context) -> str:
     """Adds `device = ...` right after the process-group setup (once) and returns its name."""
     if ctx.device_name is None:
-        taken = any(b.target == "device" for b in ctx.index.bindings)
+        taken = bool(ctx.index.bindings_of("device"))
         ctx.device_name = "local_device" if taken else "device"
         entry = ctx.sites.entry
         assert entry is not None

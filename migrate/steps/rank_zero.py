@@ -13,7 +13,7 @@ import libcst as cst
 
 from migrate.analysis.entry import runs_in_process_group
 from migrate.analysis.index import CallSite, ScriptIndex, descendants, spell
-from migrate.analysis.training import BUILTIN_NAMES, calls_in, contains
+from migrate.analysis.training import BUILTIN_NAMES, calls_in
 from migrate.steps.base import Context, expression, statements, with_keyword
 
 LOG_METHODS = frozenset({"debug", "info", "warning", "warn", "log"})
@@ -83,7 +83,7 @@ def _is_foreign_saver(index: ScriptIndex, name: str) -> bool:
     if not any(word in last for word in ("save", "checkpoint")) or name in index.functions:
         return False
     head = name.split(".")[0]
-    if head in ("torch", "self") or head in BUILTIN_NAMES or "." in name and head in {b.target for b in index.bindings}:
+    if head in ("torch", "self") or head in BUILTIN_NAMES or "." in name and bool(index.bindings_of(head)):
         return False
     return not name.startswith(("numpy.", "json.", "pickle.", "os.", "shutil."))
 
@@ -143,10 +143,12 @@ def _guard_in_one_line_suite(ctx: Context, stmt: cst.BaseStatement, suite: cst.S
         test = ctx.rank_zero_test()
     else:
         test = launcher_rank_zero_test(ctx)
-    position = next(i for i, small in enumerate(suite.body) if isinstance(small, cst.Expr) and small.value is call.node)
+    printing = next(small for small in suite.body if isinstance(small, cst.Expr) and small.value is call.node)
 
     def indent(updated: cst.SimpleStatementSuite) -> cst.IndentedBlock:
         lines: list[cst.BaseStatement] = []
+        # the print by identity: other steps may have removed statements before it from the suite
+        position = next((i for i, small in enumerate(updated.body) if small is printing), suite.body.index(printing))
         for i, small in enumerate(updated.body):
             line = cst.SimpleStatementLine(body=[small.with_changes(semicolon=cst.MaybeSentinel.DEFAULT)])
             if i == position:
@@ -220,7 +222,7 @@ def _only_reads(name: str) -> bool:
 def _mentions(ctx: Context, node: cst.CSTNode, names: set[str]) -> bool:
     dist = ctx.index.imports
     dist_names = {local for local, qualified in dist.items() if qualified == "torch.distributed"}
-    return contains(node, lambda n: isinstance(n, cst.Name) and (n.value in names or n.value in dist_names))
+    return not ctx.index.names_under(node).isdisjoint(names | dist_names)
 
 
 def _compute_then_print(ctx: Context, call: CallSite) -> None:

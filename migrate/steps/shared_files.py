@@ -23,7 +23,7 @@ import libcst as cst
 
 from migrate.analysis.entry import runs_in_process_group
 from migrate.analysis.index import CallSite, ScriptIndex, descendants, names_in, read_names, spell
-from migrate.analysis.training import argument, callee_scope, calls_in, contains
+from migrate.analysis.training import argument, callers_of, calls_in, contains
 from migrate.steps.base import Context, expression, statements
 from migrate.steps.rank_zero import SAVES, may_be_collective, may_guard, runs_on_rank_zero
 
@@ -73,18 +73,24 @@ def every_rank_reaches(ctx: Context, stmt: cst.BaseStatement, depth: int = 0) ->
     entry = ctx.sites.entry
     if scope is None or scope.is_module or (entry is not None and scope is entry.scope) or depth > 4:
         return True
-    callers = [c for c in index.calls if callee_scope(index, c) is scope]
-    return all(every_rank_reaches(ctx, c.place.stmt, depth + 1) for c in callers)
+    known = index.memo("every_rank_reaches")  # callers' callers fan out: each (call, depth) is decided once
+    for call in callers_of(index, scope):
+        key = (call.place.stmt, depth + 1)
+        if key not in known:
+            known[key] = every_rank_reaches(ctx, call.place.stmt, depth + 1)
+        if not known[key]:
+            return False
+    return True
 
 
 def _agrees_on_every_rank(ctx: Context, test: cst.BaseExpression) -> bool:
     """A test that reads only the command line (`args.x`), constants and the environment."""
     index = ctx.index
-    parsed = {
+    parsed = index.derived("parsed_args_names", lambda: {
         b.target for b in index.bindings
         if isinstance(b.value, cst.Call) and isinstance(b.value.func, cst.Attribute)
         and b.value.func.attr.value.startswith(("parse_args", "parse_known_args"))
-    }
+    })
     for name in read_names(test):
         head = name.split(".")[0]
         if head in parsed or head in ("os", "True", "False", "None") or head.isupper():
@@ -132,8 +138,9 @@ def _equal(call: cst.Call) -> cst.AssignEqual:
 
 def _caught(ctx: Context, stmt: cst.BaseStatement) -> bool:
     """Inside `try:` with a handler for OSError/FileExistsError (or broader): already tolerated."""
-    for ancestor in ctx.index.enclosing_statements(stmt)[1:]:
-        if isinstance(ancestor, cst.Try) and contains(ancestor.body, lambda n: n is stmt):
+    chain = ctx.index.enclosing_statements(stmt)
+    for inner, ancestor in zip(chain, chain[1:]):  # `inner` sits right in `ancestor`: in its body, or not
+        if isinstance(ancestor, cst.Try) and ctx.index.block_of.get(inner, (None, 0))[0] is ancestor.body:
             for handler in ancestor.handlers:
                 if handler.type is None or any(n in OS_ERRORS for n in names_in(handler.type)):
                     return True
@@ -226,7 +233,7 @@ def _guard_run(ctx: Context, run: list[cst.BaseStatement]) -> bool:
 
 
 def _makes_dir_inside(ctx: Context, stmt: cst.BaseStatement) -> bool:
-    return any((ctx.index.qualify(c.func) or "") in MAKE_DIRS for c in calls_in(stmt))
+    return any((ctx.index.qualify(c.func) or "") in MAKE_DIRS for c in ctx.index.calls_under(stmt))
 
 
 def _first_line(ctx: Context, stmt: cst.BaseStatement) -> str:
@@ -284,7 +291,7 @@ def _follows(ctx: Context, group: list[tuple[cst.BaseStatement, list[cst.Call]]]
     (block, position), (other, next_position) = index.block_of[last], index.block_of[stmt]
     if block is not other or next_position != position + 1:
         return False
-    bound = {b.target for earlier, _calls in group for b in index.bindings if b.place.stmt is earlier}
+    bound = {b.target for earlier, _calls in group for b in index.bindings_at(earlier)}
     return not any(set(names_in(call)) & bound for call in calls)
 
 
@@ -327,9 +334,7 @@ def _file_handles(ctx: Context) -> None:
         scope = index.scope_of[opens[0]]
         if not all(may_guard(ctx, stmt) for stmt in opens):
             continue
-        rebound = any(
-            b.target == name and b.place.scope is scope and b.place.stmt not in opens for b in index.bindings
-        )
+        rebound = any(b.place.stmt not in opens for b in index.bindings_of_in(name, scope))
         uses = _uses(ctx, name, scope, opens)
         other = next((u for u in uses if not _handle_call(index, u, name) or may_be_collective(ctx, u)), None)
         if other is not None or rebound:
@@ -345,20 +350,7 @@ def _file_handles(ctx: Context) -> None:
 def _uses(ctx: Context, name: str, scope, opens: list[cst.BaseStatement]) -> list[cst.BaseStatement]:  # type: ignore[no-untyped-def]
     """The statements of `scope` that read `name`: simple statements, or the compound statement
     whose own header (test, iterable, items) reads it."""
-    found: list[cst.BaseStatement] = []
-    reads = lambda node: contains(node, lambda n: isinstance(n, cst.Name) and n.value == name)  # noqa: E731
-    for stmt, owner in ctx.index.scope_of.items():
-        if owner is not scope or stmt in opens:
-            continue
-        if isinstance(stmt, cst.SimpleStatementLine) and reads(stmt):
-            found.append(stmt)
-        elif isinstance(stmt, (cst.If, cst.While)) and reads(stmt.test):
-            found.append(stmt)
-        elif isinstance(stmt, cst.For) and (reads(stmt.iter) or reads(stmt.target)):
-            found.append(stmt)
-        elif isinstance(stmt, cst.With) and any(reads(item) for item in stmt.items):
-            found.append(stmt)
-    return found
+    return [stmt for stmt in ctx.index.readers_in(scope).get(name, ()) if stmt not in opens]
 
 
 def _handle_call(index: ScriptIndex, stmt: cst.BaseStatement, name: str) -> bool:

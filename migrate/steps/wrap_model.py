@@ -15,6 +15,7 @@ from migrate.analysis.index import AttributeUse, spell
 from migrate.analysis.training import calls_in
 from migrate.analysis.models import aliases, is_after, unwrapped_too
 from migrate.analysis.sites import ModelSite
+from migrate.rewrite import small_statement_holding
 from migrate.steps.base import Context, expression, statements
 
 # Attributes the wrapper itself answers correctly: everything else goes to `.module`.
@@ -96,7 +97,7 @@ def remove_data_parallel(ctx: Context, site: ModelSite) -> None:
         if inner is not None and spell(inner) != site.spelling:
             ctx.plan.replace_with(wrap, inner)  # `model = DataParallel(Net())` keeps `model = Net()`
         else:
-            ctx.plan.remove(stmt)
+            _remove_wrap(ctx, stmt, wrap)
             _drop_emptied_else(ctx, stmt, site.data_parallel)
     # DataParallel split each batch across the GPUs; every process now gets a whole batch
     batch = ("; each process now takes a whole batch where DataParallel split one across the GPUs "
@@ -108,6 +109,17 @@ def remove_data_parallel(ctx: Context, site: ModelSite) -> None:
         lines = ", ".join(str(ctx.position(stmt)[0]) for stmt in site.data_parallel)
         ctx.report("MIG003", f"nn.DataParallel on `{site.spelling}` removed in {len(site.data_parallel)} places (lines {lines}); "
                    f"the distributed wrapper replaces each{batch}", site.data_parallel[0])
+
+
+def _remove_wrap(ctx: Context, stmt: cst.BaseStatement, wrap: cst.Call | None) -> None:
+    """`model = nn.DataParallel(model)` goes, and nothing else on its line; `if n_gpu > 1: model =
+    nn.DataParallel(model)` goes whole."""
+    holder, _small = small_statement_holding(stmt, wrap) if wrap is not None else (None, None)
+    alone = isinstance(holder, cst.SimpleStatementSuite) and len(holder.body) == 1
+    if holder is None or alone and isinstance(stmt, cst.If) and stmt.orelse is None:
+        ctx.plan.remove(stmt)
+    else:
+        ctx.plan.remove_part(stmt, wrap)  # type: ignore[arg-type]
 
 
 def _drop_emptied_else(ctx: Context, stmt: cst.BaseStatement, removed: list[cst.BaseStatement]) -> None:

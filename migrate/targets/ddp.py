@@ -39,9 +39,19 @@ def torchrun_launcher(script_path: str, ctx: Context) -> list[Artifact]:
         "launch/torchrun.sh.j2",
         script=os.path.basename(script_path),
         nproc=ctx.options.nproc_per_node,
+        processes=_processes_comment(ctx.options.nproc_per_node),
         launcher_name=os.path.basename(path),
     )
     return [Artifact(path=path, text=text, executable=True)]
+
+
+def _processes_comment(nproc: str) -> str:
+    """What torchrun starts for --nproc-per-node, said as it is (for `auto`: GPUs, else CPU cores)."""
+    if nproc == "auto":
+        return "one process per GPU (torchrun's `auto`: one per CPU core on a host without GPUs)"
+    if nproc == "gpu":
+        return "one process per GPU"
+    return "1 process per node" if nproc == "1" else f"{nproc} processes per node"
 
 
 DDP = Target(

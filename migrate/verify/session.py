@@ -42,7 +42,8 @@ class VerifyOptions:
 
 def verify(script: str, options: VerifyOptions) -> VerifyResult:
     """Run every check on `script`. Raises InputError when the script cannot be read or parsed."""
-    from migrate.api import migrate_source, read_source
+    from migrate.api import migrate_source
+    from migrate.sources import read_source
 
     source, _ = read_source(script)
     work = Path(options.keep) if options.keep else Path(tempfile.mkdtemp(prefix="migrate-verify-"))

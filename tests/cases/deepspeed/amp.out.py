@@ -56,6 +56,7 @@ def main():
     ds_config["train_micro_batch_size_per_gpu"] = args.batch_size
     model, optimizer, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, config=ds_config)
     criterion = nn.CrossEntropyLoss()
+    scaler = torch.cuda.amp.GradScaler()
 
     for epoch in range(args.epochs):
         loader.sampler.set_epoch(epoch)
