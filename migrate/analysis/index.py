@@ -10,7 +10,7 @@ needs and costs a fraction of libcst's full qualified-name metadata.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -182,6 +182,13 @@ class ScriptIndex:
         if found is None:
             found = self._memos[kind] = {}
         return found
+
+    def answer(self, kind: str, key: Hashable, compute: Callable[[], T]) -> T:
+        """The memoized answer to one question of `kind` about `key`, computed on first asking."""
+        known = self.memo(kind)
+        if key not in known:
+            known[key] = compute()
+        return known[key]  # type: ignore[no-any-return]
 
     def derived(self, kind: str, build: Callable[[], T]) -> T:
         """A fact computed from the whole script in one pass (a lookup table), built on first use."""

@@ -91,11 +91,7 @@ def origin(index: ScriptIndex, spelling: str, scope: Scope) -> tuple[str, Scope]
 def home_binding(index: ScriptIndex, spelling: str, scope: Scope) -> Binding | None:
     """The binding that builds the model: for `self.x`, the class's own; else the latest in `scope`,
     or failing that the latest anywhere that is not a builder returning it."""
-    known = index.memo("home_binding")
-    key = (spelling, scope)
-    if key not in known:
-        known[key] = _home_binding(index, spelling, scope)
-    return known[key]
+    return index.answer("home_binding", (spelling, scope), lambda: _home_binding(index, spelling, scope))
 
 
 def _home_binding(index: ScriptIndex, spelling: str, scope: Scope) -> Binding | None:

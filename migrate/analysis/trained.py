@@ -276,11 +276,7 @@ def _binding(index: ScriptIndex, spelling: str, scope: Scope) -> Binding | None:
 
 def root(index: ScriptIndex, spelling: str, scope: Scope) -> Root:
     """What a module value leads back to (see the module docstring)."""
-    known = index.memo("root")
-    key = (spelling, scope)
-    if key not in known:
-        known[key] = _root(index, spelling, scope)
-    return known[key]
+    return index.answer("root", (spelling, scope), lambda: _root(index, spelling, scope))
 
 
 def _root(index: ScriptIndex, spelling: str, scope: Scope) -> Root:

@@ -51,11 +51,7 @@ def _callee_scope(index: ScriptIndex, call: CallSite) -> Scope | None:
 
 def class_of_binding(index: ScriptIndex, name: str, scope: Scope) -> str | None:
     """`trainer = Trainer(...)` -> "Trainer" (a class of this file)."""
-    known = index.memo("class_of_binding")
-    key = (name, scope)
-    if key not in known:
-        known[key] = _class_of_binding(index, name, scope)
-    return known[key]
+    return index.answer("class_of_binding", (name, scope), lambda: _class_of_binding(index, name, scope))
 
 
 def _class_of_binding(index: ScriptIndex, name: str, scope: Scope) -> str | None:

@@ -127,14 +127,19 @@ def launch_converted(script: Path, record: Path, options: VerifyOptions) -> Laun
         try:
             return run(command, script.parent, record, options)
         finally:
-            # the ranks end without DeepSpeed's teardown (or are killed): its CPU all-reduce
-            # buffers in /dev/shm, named after the port, would stay and fill shared memory
-            for buffer in Path("/dev/shm").glob(f"deepspeed_allreduce_buffer_*_{port}_*"):
-                buffer.unlink(missing_ok=True)
+            remove_deepspeed_buffers(port)
     else:
         command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={options.nproc}",
                    "--module", "migrate.verify.runner", *runner]
     return run(command, script.parent, record, options)
+
+
+def remove_deepspeed_buffers(port: int | str) -> None:
+    """DeepSpeed's CPU all-reduce op leaves its shared-memory buffers (2 x 66 MB per rank pair,
+    named after the master port) in /dev/shm even when the script ends normally: remove them, or
+    repeated runs fill shared memory."""
+    for buffer in Path("/dev/shm").glob(f"deepspeed_allreduce_buffer_*_{port}_*"):
+        buffer.unlink(missing_ok=True)
 
 
 def run(command: list[str], cwd: Path, record: Path, options: VerifyOptions) -> Launch:

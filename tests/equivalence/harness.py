@@ -16,6 +16,7 @@ from pathlib import Path
 import torch
 
 from migrate import Options, migrate_source
+from migrate.verify.session import remove_deepspeed_buffers
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "samples"
@@ -86,7 +87,10 @@ def run_deepspeed(script: Path, nproc: int, args: list[str], save: Path) -> Run:
         str(BIN / "deepspeed"), "--num_gpus", str(nproc), "--master_port", env["MASTER_PORT"],
         str(script), *args, "--save", str(save),
     ]
-    return _finish(_launch(command, script.parent, env), save)
+    try:
+        return _finish(_launch(command, script.parent, env), save)
+    finally:
+        remove_deepspeed_buffers(env["MASTER_PORT"])
 
 
 # torch 2.13 with gloo can abort a rank while the interpreter shuts down, after the script has
