@@ -34,7 +34,8 @@ def find_entry(index: ScriptIndex, must_follow: list[cst.BaseStatement], trainin
     guard = index.main_guard
     module_scope = Scope(node=index.module, name="<module>")
     if guard is not None and isinstance(guard.body, cst.IndentedBlock):
-        if _parse_args_statement(index, guard.body) is not None:
+        parsed = _parse_args_statement(index, guard.body)
+        if parsed is not None and not _also_trains(index, parsed, training, must_follow):
             return _entry_in(index, module_scope, guard.body, must_follow)
         called = _training_function(index, guard.body, training, must_follow)
         if called is not None and isinstance(called.node, cst.FunctionDef) and isinstance(called.node.body, cst.IndentedBlock):
@@ -107,6 +108,16 @@ def _parse_args_statement(index: ScriptIndex, block: cst.Module | cst.IndentedBl
             if helper is not None and _returns_parsed_args(index, helper):
                 return stmt
     return None
+
+
+def _also_trains(index: ScriptIndex, stmt: cst.BaseStatement, training: set[str], must_follow: list[cst.BaseStatement]) -> bool:
+    """`main(parser.parse_args())`: one statement parses the command line and trains. Setup after
+    it would come too late; it goes into the function it calls instead (after the parsing)."""
+    for call in index.calls_under(stmt):
+        callee = index.functions.get(spell(call.func) or "")
+        if callee is not None and (callee.name in training or _holds(index, callee.node, must_follow)):
+            return True
+    return False
 
 
 def _returns_parsed_args(index: ScriptIndex, helper: Scope) -> bool:

@@ -36,7 +36,7 @@ def callee_scope(index: ScriptIndex, call: CallSite) -> Scope | None:
 def _callee_scope(index: ScriptIndex, call: CallSite) -> Scope | None:
     name = call.name
     if name is None:
-        return None
+        return _method_of_new_instance(index, call.node)
     if name in index.functions:
         return index.functions[name]
     owner, _, method = name.rpartition(".")
@@ -60,6 +60,16 @@ def _class_of_binding(index: ScriptIndex, name: str, scope: Scope) -> str | None
             cls = spell(binding.value.func)
             if cls in index.classes:
                 return cls
+    return None
+
+
+def _method_of_new_instance(index: ScriptIndex, node: cst.Call) -> Scope | None:
+    """`Trainer(args).fit(2)`: the method of a class of this file, called on an instance made there."""
+    func = node.func
+    if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Call):
+        cls = spell(func.value.func)
+        if cls in index.classes:
+            return index.functions.get(f"{cls}.{func.attr.value}")
     return None
 
 

@@ -88,12 +88,21 @@ class Context:
     def rank_zero_test(self) -> str:
         return RANK_ZERO.format(dist=self.dist)
 
-    def local_rank(self, scope: Scope) -> str:
-        """`local_rank` where setup's variable is visible (its scope, or everywhere when it is
-        module level), else read again from the environment."""
+    def sees_setup_names(self, scope: Scope) -> bool:
+        """Whether code in `scope` may read the names setup binds (`local_rank`, `device`): in
+        setup's own scope, and in functions of a script whose setup runs unguarded at module
+        level. Not in a function or class of a script whose setup sits in the `__main__` block:
+        imported by other code, it would find no such global."""
         entry = self.sites.entry
         assert entry is not None
-        if entry.scope is scope or (entry.scope.is_module and "local_rank" not in scope.params):
+        if entry.scope is scope:
+            return True
+        return entry.scope.is_module and (scope.is_module or entry.block is self.index.module)
+
+    def local_rank(self, scope: Scope) -> str:
+        """`local_rank` where setup's variable is visible (see sees_setup_names), else read again
+        from the environment."""
+        if self.sees_setup_names(scope) and "local_rank" not in scope.params:
             return "local_rank"
         return f'int({self.module_name("os")}.environ.get("LOCAL_RANK", "0"))'
 

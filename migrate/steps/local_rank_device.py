@@ -169,6 +169,9 @@ def _keep_blank_lines(ctx: Context, removed: cst.BaseStatement) -> None:
 def device_in(ctx: Context, scope: Scope, stmt: cst.BaseStatement | None = None) -> str:
     """A name (or expression) for this process's device as seen from `scope` (at `stmt`)."""
     index = ctx.index
+    held = _held_device(ctx, scope)
+    if held is not None:
+        return held
     for binding in device_bindings(index) + _plain_device_bindings(ctx):
         if "." in binding.target:
             continue
@@ -179,9 +182,22 @@ def device_in(ctx: Context, scope: Scope, stmt: cst.BaseStatement | None = None)
     entry = ctx.sites.entry
     assert entry is not None
     before_setup = stmt is not None and not runs_in_process_group(index, entry, stmt)
-    if not before_setup and (entry.scope is scope or entry.scope.is_module):
+    if not before_setup and ctx.sees_setup_names(scope):
         return _setup_device(ctx)
     return f'{ctx.torch}.device({_cuda_of_rank(ctx, scope, stmt)} if {ctx.torch}.cuda.is_available() else "cpu")'
+
+
+def _held_device(ctx: Context, scope: Scope) -> str | None:
+    """`self.device` in a method whose class sets it in another method (its `__init__`): the
+    class's own device, not a global that only the converted script's entry point defines (the
+    class may be imported by other code)."""
+    if not scope.class_name:
+        return None
+    for binding in device_bindings(ctx.index):
+        owner = binding.place.scope
+        if binding.target.startswith("self.") and owner.class_name == scope.class_name and owner is not scope:
+            return binding.target
+    return None
 
 
 def _plain_device_bindings(ctx: Context) -> list:  # type: ignore[type-arg]
