@@ -262,6 +262,29 @@ def verify(
     raise typer.Exit(result.exit_code)
 
 
+PLANNED = {
+    "to-fsdp": "FSDP2, fully sharded data parallel",
+    "to-horovod": "Horovod",
+    "to-dp": "nn.DataParallel, one process driving several GPUs",
+}
+
+
+def _planned(command: str, framework: str) -> None:
+    """A target that is planned: listed in --help, so users see what is coming, and refused."""
+
+    def planned(paths: Annotated[Optional[list[str]], typer.Argument(metavar="PATH...", hidden=True)] = None) -> None:
+        _error(f"{command} ({framework}) is planned and not available yet; nothing was changed. "
+               "Available now: to-ddp (DistributedDataParallel) and to-deepspeed")
+        raise typer.Exit(EXIT_BAD_INPUT)
+
+    planned.__doc__ = f"{framework}: planned, not available yet."
+    app.command(command, cls=PlainUsage, short_help=f"{framework}: planned, not available yet.")(planned)
+
+
+for _command, _framework in PLANNED.items():
+    _planned(_command, _framework)
+
+
 def run(target: str, paths: list[str], options: Options, write: bool, check: bool, report: str,
         exclude: tuple[str, ...] = ()) -> int:
     """Convert, then print or write. Returns the exit status."""
@@ -488,4 +511,4 @@ def _error(message: str) -> None:
 
 
 def main() -> None:
-    app()
+    app(prog_name="migrate")

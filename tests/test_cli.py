@@ -190,3 +190,56 @@ def test_a_model_driven_through_a_custom_method_is_left_unchanged(tmp_path: Path
         assert result.returncode == 0 and result.stdout == ""
         assert "train.py:18:13: warning: MIG104 `optimizer` steps the parameters of `agent` (line 14), which is called only " \
             "through `agent.get_value(...)` (line 18), not through its forward()" in result.stderr
+
+
+def test_version_and_short_help(tmp_path: Path) -> None:
+    version = migrate("--version", cwd=tmp_path)
+    assert version.returncode == 0 and version.stdout.startswith("migrate (torch-migrate) ")
+    short = migrate("to-ddp", "-h", cwd=tmp_path)
+    assert short.returncode == 0
+    assert short.stdout.startswith("Usage: migrate to-ddp [OPTIONS] PATH...\n")
+    assert "{" not in short.stdout and "<list" not in short.stdout
+
+
+def test_help_lists_every_target_and_planned_ones_say_so(tmp_path: Path) -> None:
+    listing = migrate("--help", cwd=tmp_path).stdout
+    for command in ("to-ddp", "to-deepspeed", "verify", "to-fsdp", "to-horovod", "to-dp"):
+        assert f"  {command} " in listing
+    shutil.copy(MAIN_CASE, tmp_path / "train.py")
+    planned = migrate("to-fsdp", "train.py", cwd=tmp_path)
+    assert planned.returncode == 2 and "planned and not available yet; nothing was changed" in planned.stderr
+    assert (tmp_path / "train.py").read_bytes() == MAIN_CASE.read_bytes()
+
+
+def test_text_findings_carry_their_severity(tmp_path: Path) -> None:
+    shutil.copy(ROOT / "tests" / "cases" / "ddp" / "manual_batching.in.py", tmp_path / "train.py")
+    result = migrate("to-ddp", "train.py", cwd=tmp_path)
+    assert ": warning: MIG101 " in result.stderr
+
+
+def test_nothing_to_change_is_said(tmp_path: Path) -> None:
+    (tmp_path / "utils.py").write_text("import torch\n\ndef norm(x):\n    return x / x.norm()\n")
+    result = migrate("to-ddp", "utils.py", cwd=tmp_path)
+    assert result.returncode == 0 and result.stdout == ""
+    assert "migrate: nothing to change (the findings above say why)" in result.stderr
+
+
+def test_a_syntax_error_is_bad_input_even_without_backward(tmp_path: Path) -> None:
+    (tmp_path / "helpers.py").write_text("def f(:\n    pass\n")
+    result = migrate("to-ddp", "helpers.py", cwd=tmp_path)
+    assert result.returncode == 2 and "helpers.py:1:" in result.stderr and "syntax error" in result.stderr
+
+
+def test_options_that_contradict_are_refused(project: Path) -> None:
+    result = migrate("to-ddp", "--keep-global-batch", "--scale-lr", "train.py", cwd=project)
+    assert result.returncode == 2 and "choose one" in result.stderr
+
+
+@pytest.mark.parametrize("nproc, said", [
+    ("auto", "one process per GPU (torchrun's `auto`: one per CPU core on a host without GPUs)"),
+    ("gpu", "one process per GPU"),
+    ("4", "4 processes per node"),
+])
+def test_the_launcher_says_what_it_starts(project: Path, nproc: str, said: str) -> None:
+    result = migrate("to-ddp", "--nproc-per-node", nproc, "train.py", cwd=project)
+    assert f"+# Launches train.py with torchrun: {said}; NPROC_PER_NODE overrides it.\n" in result.stdout
