@@ -20,6 +20,8 @@ from typing import TypeVar
 
 from migrate.findings import finding
 from migrate.model import FileResult, InputError, Options
+from migrate.options import OptionsError
+from migrate.options import check as check_options
 from migrate.paths import select
 from migrate.sources import read
 
@@ -43,6 +45,7 @@ def migrate_source(code: str, target: str, options: Options | None = None, path:
     from migrate.unbound import introduced_unbound_names
 
     options = options or Options()
+    check_options(target, options)  # raises OptionsError, worded as the command line words it
     spec = targets()[target]
     if not any(word in code for word in PREFILTER_WORDS):
         _check_syntax(code, path)
@@ -216,6 +219,8 @@ def migrate_file(path: str, target: str, options: Options | None = None) -> File
             result = run_deep(migrate_source, source.text, target, options, path)
     except InputError as error:
         return error
+    except OptionsError:
+        raise  # the caller's options, not this file: every file would fail the same way
     except RecursionError:
         return InputError(path, 0, 0, "internal error: nested too deeply to analyse; file left untouched")
     except MemoryError:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import re
 import shlex
 import sys
 from typing import Annotated, Optional
@@ -77,33 +76,18 @@ def _commands(
     """Turn a single-GPU PyTorch training script into a distributed one, with a diff you can review."""
 
 
-MAX_PROCESSES = 4096  # per node (and a hostfile's slots): beyond any machine there is
+def _refuse_bad(target: str, options: Options) -> None:
+    """The options' first problem as a usage error (exit 2), in the words the library uses too."""
+    from migrate.options import problems
 
-
-def _nproc(value: str) -> str:
-    if value in ("auto", "gpu") or (value.isascii() and value.isdigit() and 0 < len(value) <= 4 and 0 < int(value) <= MAX_PROCESSES):
-        return value
-    raise typer.BadParameter(f"{value[:40]!r}: give a number from 1 to {MAX_PROCESSES}, 'gpu' or 'auto'",
-                             param_hint="--nproc-per-node")
+    found = problems(target, options)
+    if found:
+        raise typer.BadParameter(found[0].message, param_hint=found[0].flag)
 
 
 def _one_mode(write: bool, check: bool) -> None:
     if write and check:
         raise typer.BadParameter("--write and --check exclude each other: --check writes nothing", param_hint="--write/--check")
-
-
-def _config_out(value: str | None) -> str | None:
-    """--config-out is written into the script, the launcher and a comment: a plain file name."""
-    from migrate.sources import unsafe_name_reason
-
-    if value is None:
-        return None
-    reason = unsafe_name_reason(value) if value.strip() else "is empty"
-    if reason is None and (value.endswith(("/", os.sep)) or os.path.isdir(value)):
-        reason = "is a folder; give a file name such as ds_config.json"
-    if reason is not None:
-        raise typer.BadParameter(f"{ascii(value)[1:-1]!r} {reason}", param_hint="--config-out")
-    return value
 
 
 @app.command("to-ddp", cls=PlainUsage, short_help="DistributedDataParallel, launched by torchrun.")
@@ -130,16 +114,13 @@ def to_ddp(
       migrate to-ddp train.py > ddp.patch && git apply ddp.patch
     """
     _one_mode(write, check)
-    if keep_global_batch and scale_lr:
-        raise typer.BadParameter("--scale-lr raises the learning rate for a global batch that grows with the world "
-                                 "size, and --keep-global-batch keeps the global batch as it is: choose one",
-                                 param_hint="--keep-global-batch/--scale-lr")
     options = Options(
-        nproc_per_node=_nproc(nproc_per_node),
+        nproc_per_node=nproc_per_node,
         keep_global_batch=keep_global_batch,
         scale_lr=scale_lr,
         sync_batchnorm=sync_batchnorm,
     )
+    _refuse_bad("ddp", options)
     raise typer.Exit(run("ddp", paths, options, write=write, check=check, report=report, exclude=tuple(exclude or ())))
 
 
@@ -153,7 +134,6 @@ Fp32 = Annotated[bool, typer.Option("--fp32", help="Train in float32 even if the
 ConfigOut = Annotated[Optional[str], typer.Option("--config-out", metavar="PATH", help="Where to write the DeepSpeed config, relative to the script's folder (default: ds_config.json beside it).")]
 Hosts = Annotated[Optional[str], typer.Option("--hosts", metavar="HOST:GPUS,...", help="Several nodes: write a hostfile and a multi-node launcher. Example: --hosts node1:8,node2:8")]
 
-HOST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}(:[1-9][0-9]{0,3})?$")
 
 
 @app.command("to-deepspeed", cls=PlainUsage, short_help="DeepSpeed engine (ZeRO 0-3), launched by the deepspeed launcher.")
@@ -188,26 +168,13 @@ def to_deepspeed(
       migrate to-deepspeed --zero 3 --offload-param cpu train.py > ds.patch
     """
     _one_mode(write, check)
-    config_out = _config_out(config_out)
-    for name, value in (("--offload-optimizer", offload_optimizer), ("--offload-param", offload_param)):
-        if value not in ("none", "cpu", "nvme"):
-            raise typer.BadParameter(f"{value!r}: choose none, cpu or nvme", param_hint=name)
-    if offload_param != "none" and zero != 3:
-        raise typer.BadParameter(f"offloading weights needs ZeRO stage 3 (got --zero {zero})", param_hint="--offload-param")
-    if offload_optimizer != "none" and zero == 0:
-        raise typer.BadParameter("offloading optimizer state needs ZeRO stage 1, 2 or 3", param_hint="--offload-optimizer")
     if sum((bf16, fp16, fp32)) > 1:
         raise typer.BadParameter("choose one of --bf16, --fp16, --fp32", param_hint="--bf16/--fp16/--fp32")
     host_list = tuple(h.strip() for h in hosts.split(",") if h.strip()) if hosts else ()
-    for host in host_list:
-        if not HOST.match(host):
-            raise typer.BadParameter(f"{host[:60]!r}: write HOST or HOST:GPUS (letters, digits, . _ -; GPUS from 1 to "
-                                     f"{MAX_PROCESSES})", param_hint="--hosts")
-        if ":" in host and int(host.split(":")[1]) > MAX_PROCESSES:
-            raise typer.BadParameter(f"{host!r}: at most {MAX_PROCESSES} GPUs per host", param_hint="--hosts")
     precision = "bf16" if bf16 else "fp16" if fp16 else "fp32" if fp32 else "auto"
     options = Options(zero=zero, offload_optimizer=offload_optimizer, offload_param=offload_param,
                       nvme_path=nvme_path, precision=precision, config_out=config_out, hosts=host_list)
+    _refuse_bad("deepspeed", options)
     raise typer.Exit(run("deepspeed", paths, options, write=write, check=check, report=report, exclude=tuple(exclude or ())))
 
 
