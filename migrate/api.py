@@ -222,13 +222,17 @@ def migrate_file(path: str, target: str, options: Options | None = None) -> File
     except OptionsError:
         raise  # the caller's options, not this file: every file would fail the same way
     except RecursionError:
-        return InputError(path, 0, 0, "internal error: nested too deeply to analyse; file left untouched")
+        return _internal(path, "nested too deeply to analyse; file left untouched")
     except MemoryError:
-        return InputError(path, 0, 0, "internal error: out of memory; file left untouched")
+        return _internal(path, "out of memory; file left untouched")
     except Exception as error:  # a bug of ours: one file's failure must not stop the others
-        return InputError(path, 0, 0, f"internal error: {type(error).__name__}: {error}; file left untouched "
-                          "(please report it with the file)")
+        return _internal(path, f"{type(error).__name__}: {error}; file left untouched "
+                         "(please report it with the file)")
     return dataclasses.replace(result, encoding=source.encoding, digest=source.digest)
+
+
+def _internal(path: str, what: str) -> InputError:
+    return InputError(path, 0, 0, f"internal error: {what}", code="MIG901")
 
 
 @contextlib.contextmanager

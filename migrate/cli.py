@@ -411,7 +411,7 @@ class Output:
 
         if self.report == "json":
             entries = json.loads(reports.findings_json(results))
-            entries += [{"path": e.path, "line": e.line, "col": e.col, "code": _error_code(e), "severity": "error",
+            entries += [{"path": e.path, "line": e.line, "col": e.col, "code": e.code, "severity": "error",
                          "message": e.message} for e in self.errors]
             entries += [{"path": p, "line": 0, "col": 0, "code": "MIG005", "severity": "note", "message": m}
                         for p, m in self.notes]
@@ -448,10 +448,6 @@ def _summary(results: list[FileResult], not_training: int, errors: int, written:
              f"{left} left unchanged with findings" if left > 0 else "",
              f"{errors} errors" if errors else ""]
     return f"{len(results) + errors} Python files: " + ", ".join(p for p in parts if p)
-
-
-def _error_code(error: InputError) -> str:
-    return "MIG901" if error.message.startswith("internal error") else "MIG900"
 
 
 def _silence_stdout() -> None:

@@ -87,6 +87,7 @@ class InputError(Exception):
     line: int
     col: int
     message: str
+    code: str = "MIG900"  # MIG901: our own failure (an internal error), not the input's
 
     def __str__(self) -> str:
         """`path:line:col: message`, or `path: message` when it is about the whole file."""

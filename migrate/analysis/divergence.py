@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from migrate.analysis.index import Scope, ScriptIndex, child_nodes, descendants, read_names, spell
+from migrate.analysis.index import Scope, ScriptIndex, child_nodes, descendants, reachable, read_names, spell
 from migrate.analysis.training import calls_in
 
 REINIT_METHODS = frozenset({"apply", "reset_parameters", "init_weights", "_init_weights", "initialize_weights", "weights_init"})
@@ -84,15 +84,7 @@ def _part_of(spelled: str | None, names: set[str]) -> bool:
 
 def per_rank_names(index: ScriptIndex, scope: Scope, seeds: set[str]) -> set[str]:
     """`seeds` and every name of `scope` computed from them (`avg = running / n`, `running += loss.item()`)."""
-    readers = _readers(index, scope)
-    tainted = set(seeds)
-    pending = list(tainted)
-    while pending:
-        for target in readers.get(pending.pop(), ()):
-            if target not in tainted:
-                tainted.add(target)
-                pending.append(target)
-    return tainted
+    return reachable(_readers(index, scope), seeds)
 
 
 def _readers(index: ScriptIndex, scope: Scope) -> dict[str, list[str]]:

@@ -122,10 +122,7 @@ def _also_trains(index: ScriptIndex, stmt: cst.BaseStatement, training: set[str]
 
 def _returns_parsed_args(index: ScriptIndex, helper: Scope) -> bool:
     """`def get_args(): ...; return parser.parse_args()` (or returns the name bound to it)."""
-    known = index.memo("returns_parsed_args")
-    if id(helper.node) not in known:
-        known[id(helper.node)] = _returns_parsed(index, helper)
-    return known[id(helper.node)]
+    return index.answer("returns_parsed_args", id(helper.node), lambda: _returns_parsed(index, helper))
 
 
 def _returns_parsed(index: ScriptIndex, helper: Scope) -> bool:

@@ -10,7 +10,7 @@ needs and costs a fraction of libcst's full qualified-name metadata.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -526,3 +526,15 @@ def build_index(module: cst.Module) -> ScriptIndex:
     index = ScriptIndex(module=module)
     walk(_Indexer(index), module)
     return index
+
+
+def reachable(edges: Mapping[str, Iterable[str]], start: Iterable[str]) -> set[str]:
+    """`start` and every name reached from it along `edges` (callee -> callers, name -> readers...)."""
+    reached = set(start)
+    pending = list(reached)
+    while pending:
+        for following in edges.get(pending.pop(), ()):
+            if following not in reached:
+                reached.add(following)
+                pending.append(following)
+    return reached

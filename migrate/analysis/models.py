@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from migrate.analysis.divergence import base_spelling, reinitialization
-from migrate.analysis.index import AttributeUse, Binding, Scope, ScriptIndex, descendants, spell
+from migrate.analysis.index import AttributeUse, Binding, Scope, ScriptIndex, descendants, reachable, spell
 from migrate.analysis.sites import ModelSite
 from migrate.analysis.trained import (
     Owner,
@@ -201,15 +201,7 @@ def _candidates(index: ScriptIndex, scopes: set[str], training: set[str]) -> lis
 
 def _called_from(index: ScriptIndex, scopes: set[str]) -> set[str]:
     """The functions of this file that code in `scopes` calls, transitively."""
-    callees = index.derived("callees_by_name", lambda: _callees_by_name(index))
-    reached = set(scopes)
-    pending = list(reached)
-    while pending:
-        for callee in callees.get(pending.pop(), ()):
-            if callee not in reached:
-                reached.add(callee)
-                pending.append(callee)
-    return reached
+    return reachable(index.derived("callees_by_name", lambda: _callees_by_name(index)), scopes)
 
 
 def _callees_by_name(index: ScriptIndex) -> dict[str, list[str]]:

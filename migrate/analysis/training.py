@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import libcst as cst
 
-from migrate.analysis.index import CallSite, Scope, ScriptIndex, descendants, spell
+from migrate.analysis.index import CallSite, Scope, ScriptIndex, descendants, reachable, spell
 
 BUILTIN_NAMES = frozenset(dir(builtins))
 
@@ -27,10 +27,7 @@ def backward_calls(index: ScriptIndex) -> list[CallSite]:
 
 def callee_scope(index: ScriptIndex, call: CallSite) -> Scope | None:
     """The function of this file that a call runs, when it can be told from the spelling."""
-    known = index.memo("callee_scope")
-    if call not in known:
-        known[call] = _callee_scope(index, call)
-    return known[call]
+    return index.answer("callee_scope", call, lambda: _callee_scope(index, call))
 
 
 def _callee_scope(index: ScriptIndex, call: CallSite) -> Scope | None:
@@ -98,14 +95,7 @@ def training_scopes(index: ScriptIndex, backward: list[CallSite]) -> set[str]:
         callee = callee_scope(index, call)
         if callee is not None:
             callers.setdefault(callee.name, []).append(call.place.scope.name)
-    scopes = {call.place.scope.name for call in backward}
-    pending = list(scopes)
-    while pending:
-        for caller in callers.get(pending.pop(), ()):
-            if caller not in scopes:
-                scopes.add(caller)
-                pending.append(caller)
-    return scopes
+    return reachable(callers, {call.place.scope.name for call in backward})
 
 
 def is_local_callable(index: ScriptIndex, call: CallSite) -> bool:
