@@ -2,7 +2,7 @@
 
 Inputs:
 1. Fuzzed scripts, generated deterministically (seeded) by mutating this project's own inputs
-   (tests/cases/*/*.in.py, samples/*/train.py): imports moved late, into the middle, above
+   (tests/cases/*/input.py, samples/*/train.py): imports moved late, into the middle, above
    `if __name__`, into functions or `try` blocks; training moved to module level or into main();
    statements duplicated, deleted or swapped; the loop wrapped in a function; variables renamed
    (to names the conversion itself uses, to unicode names); `global`; deep nesting; star-imports.
@@ -55,7 +55,7 @@ ADDED_IMPORTS = ("import os", "import torch.distributed as dist", "import os as 
 
 # -- the fuzzed scripts ----------------------------------------------------------------------------
 def seed_scripts() -> list[Path]:
-    found = sorted(ROOT.glob("tests/cases/ddp/*.in.py")) + sorted(ROOT.glob("tests/cases/deepspeed/*.in.py"))
+    found = sorted(ROOT.glob("tests/cases/*/input.py"))
     return found + sorted(ROOT.glob("samples/*/train.py"))
 
 

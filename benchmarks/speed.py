@@ -34,7 +34,7 @@ def best_of(repeat: int, action) -> float:  # type: ignore[no-untyped-def]
 def conversion_ratios(repeat: int, target: str) -> None:
     """Each measurement is the best of `repeat` runs, baseline and conversion interleaved, so a
     busy moment on the machine does not land on one side only."""
-    scripts = sorted(ROOT.glob("samples/*/train.py")) + sorted(ROOT.glob("tests/cases/ddp/*.in.py"))
+    scripts = sorted(ROOT.glob("samples/*/train.py")) + sorted(p.with_name("input.py") for p in ROOT.glob("tests/cases/*/ddp.py"))
     ratios = []
     print(f"{'script':48} {'lines':>5} {'parse+gen ms':>12} {'to-' + target + ' ms':>14} {'ratio':>6}")
     for script in scripts:

@@ -10,7 +10,15 @@ from __future__ import annotations
 
 from migrate.model import FileResult, Finding, InputError, Options
 
-TARGETS = ("ddp", "deepspeed")
+
+def __getattr__(name: str) -> object:
+    """TARGETS: the names of the targets this version converts to, read from the registry on first
+    use (migrate.targets), so that importing the package stays light."""
+    if name == "TARGETS":
+        from migrate.targets import available
+
+        return tuple(available())
+    raise AttributeError(f"module 'migrate' has no attribute {name!r}")
 
 
 def migrate_source(code: str, target: str, options: Options | None = None, path: str = "train.py") -> FileResult:

@@ -38,11 +38,12 @@ def migrate_source(code: str, target: str, options: Options | None = None, path:
     """Convert one script's text. Raises InputError on a syntax error; never writes anything."""
     import libcst as cst
 
-    from migrate.analysis import analyze
+    from migrate.analysis import analyze, frameworks_called
     from migrate.rewrite import EditPlan
     from migrate.steps.base import Context
-    from migrate.targets import targets
+    from migrate.targets import framework_markers, targets
     from migrate.unbound import introduced_unbound_names
+    from migrate.unused_imports import drop_imports_made_unused
 
     options = options or Options()
     check_options(target, options)  # raises OptionsError, worded as the command line words it
@@ -59,22 +60,25 @@ def migrate_source(code: str, target: str, options: Options | None = None, path:
     sites = analyze(module)
     if not sites.backward_calls:
         return _skipped(path, code, "MIG002", _no_backward_message(sites.index.imports))
-    if sites.already is not None:
-        verb = "already uses" if sites.already in spec.already else "uses"
-        return _skipped(path, code, "MIG001", f"{verb} {sites.already}; left unchanged")
-    if sites.entry is not None and sites.entry.library:
-        return FileResult(path=path, old=code, new=code, findings=(_library_finding(sites, code),), skipped=True)
-    built_early = _import_time_finding(sites, code)
-    if built_early is not None:
-        return FileResult(path=path, old=code, new=code, findings=(built_early,), skipped=True)
+    left_alone = spec.already(frameworks_called(sites.index, framework_markers()))
+    if left_alone is not None:
+        return _skipped(path, code, "MIG001", left_alone)
+    conversion = spec.conversion()
+    if conversion.runtime is not None:  # setup must run where training starts, before what it builds
+        if sites.entry is not None and sites.entry.library:
+            return FileResult(path=path, old=code, new=code, findings=(_library_finding(sites, code),), skipped=True)
+        built_early = _import_time_finding(sites, code)
+        if built_early is not None:
+            return FileResult(path=path, old=code, new=code, findings=(built_early,), skipped=True)
     plan = EditPlan(module=module)
-    ctx = Context(sites=sites, plan=plan, options=options, source=code, script=os.path.basename(path))
-    for step in spec.steps:
+    ctx = Context(sites=sites, plan=plan, options=options, runtime=conversion.runtime, wrapper=conversion.wrapper,
+                  source=code, script=os.path.basename(path))
+    for step in conversion.steps:
         step(ctx)
         if ctx.refused:
             kept = tuple(f for f in ctx.findings if f.code not in ONLY_WHEN_CONVERTED)
             return FileResult(path=path, old=code, new=code, findings=kept, skipped=True)
-    new_code = plan.apply(sites.index.import_stmts, _imports_stdlib).code
+    new_code = drop_imports_made_unused(code, plan.apply(sites.index.import_stmts, _imports_stdlib).code)
     findings = tuple(sorted(ctx.findings, key=lambda f: (f.line, f.col, f.code)))
     try:
         compile(new_code, path, "exec")
@@ -86,7 +90,7 @@ def migrate_source(code: str, target: str, options: Options | None = None, path:
         name, line, _col = unbound[0]
         message = f"internal error: the rewrite reads `{name}` (line {line}) before it is bound; file left untouched"
         return FileResult(path=path, old=code, new=code, findings=(finding("MIG901", message),), error=True)
-    return FileResult(path=path, old=code, new=new_code, findings=findings, artifacts=tuple(spec.artifacts(path, ctx)))
+    return FileResult(path=path, old=code, new=new_code, findings=findings, artifacts=tuple(conversion.artifacts(path, ctx)))
 
 
 def _library_finding(sites, code: str):  # type: ignore[no-untyped-def]

@@ -2,25 +2,32 @@
 
 By default a command prints a unified diff (the converted scripts plus the files it would
 create) and writes nothing; `--write` applies it; `--check` only says which files would change.
-Findings go to stderr as `path:line:col: severity: MIGnnn message`. Exit status: 0 done, 1 `--check`
-found files to convert, 2 bad input (missing, undecodable, syntax error) or an internal error.
-This module imports no libcst: the API does, when a command actually runs.
+Findings go to stderr as `path:line:col: severity: MIGnnn message`. The exit status is a sum of
+flags, so a run with both says both: 1 `--check` found files to convert, 2 an error (bad input or
+options, a file that could not be converted, an internal error); 0 neither, 3 both.
+The commands come from the registry (migrate.targets). This module imports no libcst: the API
+does, when a command actually runs.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import inspect
 import json
 import os
 import shlex
 import sys
+from collections.abc import Callable
 from typing import Annotated, Optional
 
 import typer
 from typer.core import TyperCommand
 
 from migrate.model import FileResult, InputError, Options
+from migrate.targets import REGISTRY, available, targets
+from migrate.targets.base import Target
+from migrate.targets.deepspeed import Zero
 
+# exit status flags (Fixit's convention): a run that found both reports both
 EXIT_OK, EXIT_WOULD_CHANGE, EXIT_BAD_INPUT = 0, 1, 2
 
 app = typer.Typer(
@@ -50,10 +57,6 @@ class PlainUsage(TyperCommand):
 Write = Annotated[bool, typer.Option("--write", help="Rewrite the files in place and create the launch script (atomically).")]
 Check = Annotated[bool, typer.Option("--check", help="Write nothing; list the files that would change; exit 1 if any.")]
 Exclude = Annotated[Optional[list[str]], typer.Option("--exclude", metavar="GLOB", help="Skip files a folder search finds whose path (relative to the folder) or any folder on the way matches GLOB; repeatable. Example: --exclude 'tests' --exclude '*_old.py'")]
-Nproc = Annotated[str, typer.Option("--nproc-per-node", metavar="N", help="Processes per node in the launch script: a number, 'gpu' or 'auto'. Example: --nproc-per-node 8")]
-KeepGlobalBatch = Annotated[bool, typer.Option("--keep-global-batch", help="Divide each DataLoader's batch_size by the world size, so the global batch stays what the script says (default: each process keeps the script's batch, the global batch grows).")]
-ScaleLr = Annotated[bool, typer.Option("--scale-lr", help="Multiply the optimizer's lr by the world size (linear scaling for the larger global batch).")]
-SyncBatchnorm = Annotated[bool, typer.Option("--sync-batchnorm", help="Convert BatchNorm layers to SyncBatchNorm before wrapping (applied only when CUDA is available: it cannot run on CPU).")]
 ReportFormat = Annotated[str, typer.Option("--report", metavar="FORMAT", help="How findings are printed on stderr: text, markdown or json.")]
 
 
@@ -90,99 +93,65 @@ def _one_mode(write: bool, check: bool) -> None:
         raise typer.BadParameter("--write and --check exclude each other: --check writes nothing", param_hint="--write/--check")
 
 
-@app.command("to-ddp", cls=PlainUsage, short_help="DistributedDataParallel, launched by torchrun.")
-def to_ddp(
-    paths: Paths,
-    write: Write = False,
-    check: Check = False,
-    nproc_per_node: Nproc = "auto",
-    keep_global_batch: KeepGlobalBatch = False,
-    scale_lr: ScaleLr = False,
-    sync_batchnorm: SyncBatchnorm = False,
-    report: ReportFormat = "text",
-    exclude: Exclude = None,
-) -> None:
-    """DistributedDataParallel, launched by torchrun. PATH: training scripts, or folders searched for *.py.
+def _convert_command(target: Target) -> None:
+    """`migrate to-<name>`: the shared options (paths, --write, --check, --report, --exclude) and
+    the target's own, which its `command_options` function declares and turns into Options."""
+    own = _parameters(target.command_options) if target.command_options is not None else []
 
-    Adds process-group setup (NCCL on GPUs, gloo on CPU; plain `python train.py` still runs as one
-    process), a DistributedSampler with set_epoch, the model on the local rank's device wrapped in
-    DDP, output and checkpoints on rank 0, no_sync() for gradient accumulation, and a launch script
-    run_<script>_ddp.sh.
+    def command(paths: Paths, write: Write = False, check: Check = False, report: ReportFormat = "text",
+                exclude: Exclude = None, **own_values: object) -> None:
+        _one_mode(write, check)
+        options = target.command_options(**own_values) if target.command_options is not None else Options()
+        _refuse_bad(target.name, options)
+        raise typer.Exit(run(target.name, paths, options, write=write, check=check, report=report,
+                             exclude=tuple(exclude or ())))
 
-    \b
-    Example:
-      migrate to-ddp train.py > ddp.patch && git apply ddp.patch
-    """
-    _one_mode(write, check)
-    options = Options(
-        nproc_per_node=nproc_per_node,
-        keep_global_batch=keep_global_batch,
-        scale_lr=scale_lr,
-        sync_batchnorm=sync_batchnorm,
-    )
-    _refuse_bad("ddp", options)
-    raise typer.Exit(run("ddp", paths, options, write=write, check=check, report=report, exclude=tuple(exclude or ())))
+    shared = [p for p in _parameters(command) if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    # the target's options first in --help, as they are what a user came to choose
+    parameters = [shared[0], *(p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own),
+                  *(p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in shared[1:])]
+    command.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+    command.__annotations__ = {p.name: p.annotation for p in parameters}
+    command.__doc__ = (f"{target.summary[:-1]}. PATH: training scripts, or folders searched for *.py.\n\n"
+                       f"{target.description}\n\n\b\nExample:\n  {target.example}")
+    app.command(f"to-{target.name}", cls=PlainUsage, short_help=target.summary)(command)
 
 
-Zero = Annotated[int, typer.Option("--zero", min=0, max=3, metavar="0-3", help="ZeRO stage: 0 (plain data parallel), 1 (shard optimizer state), 2 (+ gradients), 3 (+ weights).")]
-OffloadOptimizer = Annotated[str, typer.Option("--offload-optimizer", metavar="none|cpu|nvme", help="Keep optimizer state in CPU memory or on NVMe (ZeRO 1-3).")]
-OffloadParam = Annotated[str, typer.Option("--offload-param", metavar="none|cpu|nvme", help="Keep weights in CPU memory or on NVMe (ZeRO 3 only).")]
-NvmePath = Annotated[str, typer.Option("--nvme-path", help="Folder on a local NVMe drive, for the nvme offloads.")]
-Bf16 = Annotated[bool, typer.Option("--bf16", help="Train in bfloat16 (config bf16.enabled).")]
-Fp16 = Annotated[bool, typer.Option("--fp16", help="Train in float16 with loss scaling (config fp16.enabled).")]
-Fp32 = Annotated[bool, typer.Option("--fp32", help="Train in float32 even if the script uses AMP.")]
-ConfigOut = Annotated[Optional[str], typer.Option("--config-out", metavar="PATH", help="Where to write the DeepSpeed config, relative to the script's folder (default: ds_config.json beside it).")]
-Hosts = Annotated[Optional[str], typer.Option("--hosts", metavar="HOST:GPUS,...", help="Several nodes: write a hostfile and a multi-node launcher. Example: --hosts node1:8,node2:8")]
+def _parameters(function: Callable[..., object]) -> list[inspect.Parameter]:
+    return list(inspect.signature(function, eval_str=True).parameters.values())
 
 
+def _planned_command(target: Target) -> None:
+    """A target that is planned: listed in --help, so users see what is coming, and refused."""
 
-@app.command("to-deepspeed", cls=PlainUsage, short_help="DeepSpeed engine (ZeRO 0-3), launched by the deepspeed launcher.")
-def to_deepspeed(
-    paths: Paths,
-    zero: Zero = 2,
-    offload_optimizer: OffloadOptimizer = "none",
-    offload_param: OffloadParam = "none",
-    nvme_path: NvmePath = "/local_nvme",
-    bf16: Bf16 = False,
-    fp16: Fp16 = False,
-    fp32: Fp32 = False,
-    config_out: ConfigOut = None,
-    hosts: Hosts = None,
-    write: Write = False,
-    check: Check = False,
-    report: ReportFormat = "text",
-    exclude: Exclude = None,
-) -> None:
-    """DeepSpeed engine (ZeRO 0-3), launched by the deepspeed launcher. PATH: training scripts, or folders searched for *.py.
+    def planned(paths: Annotated[Optional[list[str]], typer.Argument(metavar="PATH...", hidden=True)] = None) -> None:
+        built = " and ".join(f"to-{name}" for name in available())
+        _error(f"to-{target.name} ({target.framework}) is planned and not available yet; nothing was changed. "
+               f"Available now: {built}")
+        raise typer.Exit(EXIT_BAD_INPUT)
 
-    deepspeed.initialize(model=..., optimizer=<your optimizer>) after both exist; engine.backward(loss)
-    and engine.step() replace loss.backward() and optimizer.step(); zero_grad, GradScaler, autocast and
-    clip_grad_norm_ go (the config does them); gradient accumulation and clipping move into
-    ds_config.json, which the script reads and then overwrites with its own values (batch size,
-    accumulation steps...) so the two never disagree. Also accepts --local_rank from the launcher,
-    gathers weights on every rank before a rank-0 torch.save, and writes run_<script>_deepspeed.sh.
-    Precision follows the script (GradScaler: fp16; bfloat16 autocast: bf16) unless you choose one.
+    planned.__doc__ = target.summary
+    app.command(f"to-{target.name}", cls=PlainUsage, short_help=target.summary)(planned)
 
-    \b
-    Example:
-      migrate to-deepspeed --zero 3 --offload-param cpu train.py > ds.patch
-    """
-    _one_mode(write, check)
-    if sum((bf16, fp16, fp32)) > 1:
-        raise typer.BadParameter("choose one of --bf16, --fp16, --fp32", param_hint="--bf16/--fp16/--fp32")
-    host_list = tuple(h.strip() for h in hosts.split(",") if h.strip()) if hosts else ()
-    precision = "bf16" if bf16 else "fp16" if fp16 else "fp32" if fp32 else "auto"
-    options = Options(zero=zero, offload_optimizer=offload_optimizer, offload_param=offload_param,
-                      nvme_path=nvme_path, precision=precision, config_out=config_out, hosts=host_list)
-    _refuse_bad("deepspeed", options)
-    raise typer.Exit(run("deepspeed", paths, options, write=write, check=check, report=report, exclude=tuple(exclude or ())))
+
+for _target in REGISTRY:
+    if _target.available:
+        _convert_command(_target)
+
+
+def _verifiable() -> list[str]:
+    """Targets whose converted scripts `verify` can launch as several processes."""
+    return [name for name, target in available().items() if target.launcher in VERIFY_LAUNCHERS]
+
+
+VERIFY_LAUNCHERS = ("torchrun", "deepspeed")
 
 
 @app.command("verify", cls=PlainUsage, short_help="Run the original and the converted script; check ranks, data, output.")
 def verify(
     script: Annotated[str, typer.Argument(metavar="SCRIPT", hidden=True, help="The single-GPU training script to convert and check.", show_default=False)],
     script_args: Annotated[Optional[list[str]], typer.Argument(metavar="[-- SCRIPT_ARGS...]", hidden=True, show_default=False)] = None,
-    target: Annotated[str, typer.Option("--target", metavar="ddp|deepspeed", help="The conversion to check.")] = "ddp",
+    target: Annotated[str, typer.Option("--target", metavar="|".join(_verifiable()), help="The conversion to check.")] = "ddp",
     converted: Annotated[Optional[str], typer.Option("--converted", metavar="PATH", help="Check this already converted script instead of converting SCRIPT.")] = None,
     steps: Annotated[int, typer.Option("--steps", min=1, metavar="N", help="Optimizer steps each run takes before it is stopped.")] = 3,
     nproc: Annotated[int, typer.Option("--nproc", min=2, metavar="N", help="Processes the converted script runs with.")] = 2,
@@ -213,8 +182,8 @@ def verify(
     from migrate.verify.session import VerifyOptions
     from migrate.verify.session import verify as run_verify
 
-    if target not in ("ddp", "deepspeed"):
-        raise typer.BadParameter(f"{target!r}: choose ddp or deepspeed", param_hint="--target")
+    if target not in _verifiable():
+        raise typer.BadParameter(f"{target!r}: choose {' or '.join(_verifiable())}", param_hint="--target")
     if report not in RENDER:
         raise typer.BadParameter(f"{report!r}: choose text, markdown or json", param_hint="--report")
     options = VerifyOptions(target=target, steps=steps, nproc=nproc, timeout=timeout, fake_data=fake_data, gpu=gpu, compare=compare,
@@ -229,27 +198,9 @@ def verify(
     raise typer.Exit(result.exit_code)
 
 
-PLANNED = {
-    "to-fsdp": "FSDP2, fully sharded data parallel",
-    "to-horovod": "Horovod",
-    "to-dp": "nn.DataParallel, one process driving several GPUs",
-}
-
-
-def _planned(command: str, framework: str) -> None:
-    """A target that is planned: listed in --help, so users see what is coming, and refused."""
-
-    def planned(paths: Annotated[Optional[list[str]], typer.Argument(metavar="PATH...", hidden=True)] = None) -> None:
-        _error(f"{command} ({framework}) is planned and not available yet; nothing was changed. "
-               "Available now: to-ddp (DistributedDataParallel) and to-deepspeed")
-        raise typer.Exit(EXIT_BAD_INPUT)
-
-    planned.__doc__ = f"{framework}: planned, not available yet."
-    app.command(command, cls=PlainUsage, short_help=f"{framework}: planned, not available yet.")(planned)
-
-
-for _command, _framework in PLANNED.items():
-    _planned(_command, _framework)
+for _target in REGISTRY:
+    if not _target.available:
+        _planned_command(_target)
 
 
 def run(target: str, paths: list[str], options: Options, write: bool, check: bool, report: str,
@@ -274,13 +225,17 @@ def run(target: str, paths: list[str], options: Options, write: bool, check: boo
         results.append(outcome)
         if not found.named:
             searched.add(outcome.path)
-    if target == "deepspeed" and options.config_out is None:
-        results = _own_configs(results, options, out)
+    settle = targets()[target].settle
+    if settle is not None:
+        results, errors, notes = settle(results, options)
+        out.errors.extend(errors)
+        for path, message in notes:
+            out.note(path, message)
     changed = [r for r in results if r.changed and not r.error]
     status = EXIT_BAD_INPUT if out.errors or any(r.error for r in results) else EXIT_OK
     if check:
         out.stdout_lines([out.name(r.path) for r in changed])
-        status = status or (EXIT_WOULD_CHANGE if changed else EXIT_OK)
+        status |= EXIT_WOULD_CHANGE if changed else EXIT_OK
     elif write:
         if status == EXIT_OK:
             status = _write_all(changed, out)
@@ -288,36 +243,6 @@ def run(target: str, paths: list[str], options: Options, write: bool, check: boo
         status = _print_diff(changed, out) or status
     out.finish(results, searched, selection.searched, written=write and status == EXIT_OK)
     return status
-
-
-def _own_configs(results: list[FileResult], options: Options, out: "Output") -> list[FileResult]:
-    """Scripts of one folder that would write one ds_config.json with different settings each get
-    their own, ds_config_<script>.json (converted again with that --config-out), and the run says so."""
-    from migrate import api
-    from migrate.steps.deepspeed_engine import CONFIG_NAME
-
-    writers: dict[str, list[tuple[FileResult, str]]] = {}
-    for result in results:
-        for artifact in result.artifacts:
-            if os.path.basename(artifact.path) == CONFIG_NAME:
-                writers.setdefault(os.path.realpath(artifact.path), []).append((result, artifact.text))
-    shared = {real: group for real, group in writers.items() if len({text for _, text in group}) > 1}
-    again = {id(result) for group in shared.values() for result, _ in group}
-    for group in shared.values():
-        folder = os.path.dirname(group[0][0].path)
-        out.note(os.path.join(folder, CONFIG_NAME), f"{len(group)} scripts in this folder need different DeepSpeed "
-                 "settings: each gets its own ds_config_<script>.json")
-    converted: list[FileResult] = []
-    for result in results:
-        if id(result) in again:
-            stem = os.path.splitext(os.path.basename(result.path))[0]
-            outcome = api.migrate_file(result.path, "deepspeed", dataclasses.replace(options, config_out=f"ds_config_{stem}.json"))
-            if isinstance(outcome, InputError):
-                out.errors.append(outcome)
-                continue
-            result = outcome
-        converted.append(result)
-    return converted
 
 
 def _print_diff(changed: list[FileResult], out: "Output") -> int:

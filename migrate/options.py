@@ -18,13 +18,7 @@ from migrate.sources import unsafe_name_reason
 MAX_PROCESSES = 4096  # per node (and a hostfile's slots): beyond any machine there is
 HOST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}(:[1-9][0-9]{0,3})?$")
 OFFLOAD_DEVICES = ("none", "cpu", "nvme")
-PRECISIONS = ("auto", "fp32", "fp16", "bf16")
 
-# Which options each target reads; any other option changed from its default is refused.
-USED_BY = {
-    "ddp": frozenset({"nproc_per_node", "keep_global_batch", "scale_lr", "sync_batchnorm"}),
-    "deepspeed": frozenset({"zero", "offload_optimizer", "offload_param", "nvme_path", "precision", "config_out", "hosts"}),
-}
 FLAGS = {
     "nproc_per_node": "--nproc-per-node", "keep_global_batch": "--keep-global-batch", "scale_lr": "--scale-lr",
     "sync_batchnorm": "--sync-batchnorm", "zero": "--zero", "offload_optimizer": "--offload-optimizer",
@@ -49,14 +43,22 @@ class OptionsError(ValueError):
 
 
 def problems(target: str, options: Options) -> list[OptionProblem]:
-    """Everything wrong with `options` for `target`, in the order a user would fix them."""
-    found = _unused(target, options)
+    """Everything wrong with `options` for `target`, in the order a user would fix them: options the
+    target does not use, then the shared ones, then the target's own checks."""
+    from migrate.targets import targets
+
+    spec = targets().get(target)
+    if spec is None or not spec.available:
+        known = ", ".join(name for name, t in targets().items() if t.available)
+        return [OptionProblem("target", f"{target!r} is not a target this version converts to (choose {known})")]
+    found = _unused(target, spec.uses, options)
     found += _nproc(options.nproc_per_node)
     if options.keep_global_batch and options.scale_lr:
         found.append(OptionProblem("--keep-global-batch/--scale-lr", "--scale-lr raises the learning rate for a "
                                    "global batch that grows with the world size, and --keep-global-batch keeps the "
                                    "global batch as it is: choose one"))
-    found += _deepspeed(options)
+    if spec.check_options is not None:
+        found += spec.check_options(options)
     return found
 
 
@@ -67,8 +69,7 @@ def check(target: str, options: Options) -> None:
         raise OptionsError(str(found[0]))
 
 
-def _unused(target: str, options: Options) -> list[OptionProblem]:
-    used = USED_BY.get(target, frozenset())
+def _unused(target: str, used: frozenset[str], options: Options) -> list[OptionProblem]:
     defaults = Options()
     return [
         OptionProblem(FLAGS[field.name], f"to-{target} does not use this option; it would be ignored")
@@ -83,21 +84,15 @@ def _nproc(value: str) -> list[OptionProblem]:
     return [OptionProblem("--nproc-per-node", f"{value[:40]!r}: give a number from 1 to {MAX_PROCESSES}, 'gpu' or 'auto'")]
 
 
-def _deepspeed(options: Options) -> list[OptionProblem]:
+def offload_problems(options: Options) -> list[OptionProblem]:
+    return [OptionProblem(flag, f"{value!r}: choose none, cpu or nvme")
+            for flag, value in (("--offload-optimizer", options.offload_optimizer), ("--offload-param", options.offload_param))
+            if value not in OFFLOAD_DEVICES]
+
+
+def hosts_problems(hosts: tuple[str, ...]) -> list[OptionProblem]:
     found: list[OptionProblem] = []
-    if options.zero not in (0, 1, 2, 3):
-        found.append(OptionProblem("--zero", f"{options.zero!r}: choose a ZeRO stage from 0 to 3"))
-    for flag, value in (("--offload-optimizer", options.offload_optimizer), ("--offload-param", options.offload_param)):
-        if value not in OFFLOAD_DEVICES:
-            found.append(OptionProblem(flag, f"{value!r}: choose none, cpu or nvme"))
-    if options.offload_param != "none" and options.zero != 3:
-        found.append(OptionProblem("--offload-param", f"offloading weights needs ZeRO stage 3 (got --zero {options.zero})"))
-    if options.offload_optimizer != "none" and options.zero == 0:
-        found.append(OptionProblem("--offload-optimizer", "offloading optimizer state needs ZeRO stage 1, 2 or 3"))
-    if options.precision not in PRECISIONS:
-        found.append(OptionProblem("--bf16/--fp16/--fp32", f"{options.precision!r}: choose auto, fp32, fp16 or bf16"))
-    found += _config_out(options.config_out)
-    for host in options.hosts:
+    for host in hosts:
         if not HOST.match(host):
             found.append(OptionProblem("--hosts", f"{host[:60]!r}: write HOST or HOST:GPUS (letters, digits, . _ -; "
                                        f"GPUS from 1 to {MAX_PROCESSES})"))
@@ -106,7 +101,7 @@ def _deepspeed(options: Options) -> list[OptionProblem]:
     return found
 
 
-def _config_out(value: str | None) -> list[OptionProblem]:
+def config_out_problems(value: str | None) -> list[OptionProblem]:
     """--config-out is written into the script, the launcher and a comment: a plain file name."""
     if value is None:
         return []

@@ -13,7 +13,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "samples" / "mlp_regression" / "train.py"
-MAIN_CASE = ROOT / "tests" / "cases" / "ddp" / "main_function.in.py"
+MAIN_CASE = ROOT / "tests" / "cases" / "main_function" / "input.py"
 
 
 def migrate(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -61,6 +61,16 @@ def test_check_lists_files_that_would_change_and_exits_one(project: Path) -> Non
     assert result.stdout.strip() == "train.py"
     migrate("to-ddp", "--write", "train.py", cwd=project)
     assert migrate("to-ddp", "--check", "train.py", cwd=project).returncode == 0
+
+
+def test_check_with_a_broken_file_says_both_in_its_exit_status(project: Path) -> None:
+    """Exit flags: 1 (files would change) + 2 (an error) = 3, and the good file is still listed."""
+    (project / "broken.py").write_text("def f(:\n    loss.backward()\n")
+    result = migrate("to-ddp", "--check", "train.py", "broken.py", cwd=project)
+    assert result.returncode == 3
+    assert result.stdout.strip() == "train.py"
+    assert "broken.py:1:" in result.stderr and "syntax error" in result.stderr
+    assert migrate("to-ddp", "--check", "broken.py", cwd=project).returncode == 2
 
 
 def test_missing_path_is_a_clear_error(tmp_path: Path) -> None:
@@ -126,7 +136,7 @@ def test_not_a_training_script_is_left_alone_with_a_note(tmp_path: Path) -> None
 
 
 def test_findings_point_at_the_line_with_the_manual_step(tmp_path: Path) -> None:
-    shutil.copy(ROOT / "tests" / "cases" / "ddp" / "manual_batching.in.py", tmp_path / "train.py")
+    shutil.copy(ROOT / "tests" / "cases" / "manual_batching" / "input.py", tmp_path / "train.py")
     result = migrate("to-ddp", "train.py", cwd=tmp_path)
     assert result.returncode == 0
     line = next(l for l in result.stderr.splitlines() if "MIG101" in l)
@@ -184,7 +194,7 @@ def test_samples_convert_once(tmp_path: Path, command: str) -> None:
 
 
 def test_a_model_driven_through_a_custom_method_is_left_unchanged(tmp_path: Path) -> None:
-    shutil.copy(ROOT / "tests" / "cases" / "ddp" / "custom_method.in.py", tmp_path / "train.py")
+    shutil.copy(ROOT / "tests" / "cases" / "custom_method" / "input.py", tmp_path / "train.py")
     for command in ("to-ddp", "to-deepspeed"):
         result = migrate(command, "train.py", cwd=tmp_path)
         assert result.returncode == 0 and result.stdout == ""
@@ -212,7 +222,7 @@ def test_help_lists_every_target_and_planned_ones_say_so(tmp_path: Path) -> None
 
 
 def test_text_findings_carry_their_severity(tmp_path: Path) -> None:
-    shutil.copy(ROOT / "tests" / "cases" / "ddp" / "manual_batching.in.py", tmp_path / "train.py")
+    shutil.copy(ROOT / "tests" / "cases" / "manual_batching" / "input.py", tmp_path / "train.py")
     result = migrate("to-ddp", "train.py", cwd=tmp_path)
     assert ": warning: MIG101 " in result.stderr
 

@@ -13,16 +13,17 @@ import pytest
 
 from migrate import Options, migrate_source
 
-CASES = Path(__file__).parent / "cases" / "deepspeed"
-CONFIGS = sorted(CASES.glob("*.ds_config.json")) + sorted(CASES.glob("configs/*.ds_config.json"))
-MAIN_CASE = CASES / "main_function.in.py"
-# One script under each ZeRO stage / offload / precision choice: configs/<name>.options.json holds
-# the Options, configs/<name>.ds_config.json the reviewed config. Only the config differs: the
-# script itself must come out exactly as the main_function golden pair.
-OPTION_CASES = sorted(CASES.glob("configs/*.options.json"))
+CASES = Path(__file__).parent / "cases"
+VARIANTS = CASES / "_deepspeed_configs"
+CONFIGS = sorted(CASES.glob("*/deepspeed.ds_config.json")) + sorted(VARIANTS.glob("*.ds_config.json"))
+MAIN_CASE = CASES / "main_function" / "input.py"
+# One script under each ZeRO stage / offload / precision choice: _deepspeed_configs/<name>.options.json
+# holds the Options, _deepspeed_configs/<name>.ds_config.json the reviewed config. Only the config
+# differs: the script itself must come out exactly as the main_function golden case's deepspeed.py.
+OPTION_CASES = sorted(VARIANTS.glob("*.options.json"))
 
 
-@pytest.mark.parametrize("config_path", CONFIGS, ids=lambda p: p.name)
+@pytest.mark.parametrize("config_path", CONFIGS, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_deepspeed_parses_every_golden_config(config_path: Path) -> None:
     from deepspeed.runtime.config import DeepSpeedConfig
 
@@ -40,7 +41,7 @@ def test_deepspeed_parses_every_golden_config(config_path: Path) -> None:
 def test_each_stage_and_offload_choice_gives_its_reviewed_config(options_path: Path) -> None:
     options = Options(**json.loads(options_path.read_text()))
     result = migrate_source(MAIN_CASE.read_text(), "deepspeed", options, path="train.py")
-    assert result.new == (CASES / "main_function.out.py").read_text()
+    assert result.new == MAIN_CASE.with_name("deepspeed.py").read_text()
     config = next(a.text for a in result.artifacts if a.path.endswith("ds_config.json"))
     assert config == options_path.with_name(options_path.name.replace(".options.json", ".ds_config.json")).read_text()
 

@@ -16,7 +16,7 @@ from migrate import migrate_source
 pytestmark = pytest.mark.slow  # starts real training processes
 
 ROOT = Path(__file__).resolve().parents[1]
-CASE = ROOT / "tests" / "cases" / "ddp" / "trainer_parsed_in_call.in.py"
+CASE = ROOT / "tests" / "cases" / "trainer_parsed_in_call" / "input.py"
 
 
 # The same script with the command line parsed in the __main__ block itself: setup goes there.

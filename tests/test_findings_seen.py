@@ -38,8 +38,8 @@ EXPECTED = [
 
 @pytest.mark.parametrize(("case", "code", "line", "words"), EXPECTED, ids=lambda v: str(v))
 def test_the_finding_names_what_was_seen(case: str, code: str, line: int, words: str) -> None:
-    source = CASES / f"{case}.in.py"
-    result = migrate_source(source.read_text(), source.parent.name, path="train.py")
+    target, name = case.split("/")
+    result = migrate_source((CASES / name / "input.py").read_text(), target, path="train.py")
     matching = [f for f in result.findings if f.code == code and f.line == line]
     assert matching, [f"{f.line}:{f.col} {f.code} {f.message}" for f in result.findings]
     assert any(words in f.message for f in matching), [f.message for f in matching]
@@ -83,7 +83,7 @@ def test_a_refused_file_keeps_no_setup_findings() -> None:
 def test_output_outside_the_process_group_asks_the_launcher_for_the_rank() -> None:
     """Output before setup (module level, at import) and after teardown (after `main()` in the
     __main__ block) cannot ask dist.get_rank(): it runs on rank 0 by the launcher's RANK."""
-    source = CASES / "ddp" / "helper_entry.in.py"
+    source = CASES / "helper_entry" / "input.py"
     result = migrate_source(source.read_text(), "ddp", path="train.py")
     lines = result.new.splitlines()
     at = lines.index('    print("torch", torch.__version__)')

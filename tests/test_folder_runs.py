@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "tests" / "cases" / "ddp" / "main_function.in.py"
+SCRIPT = ROOT / "tests" / "cases" / "main_function" / "input.py"
 
 
 def migrate(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:

@@ -1,51 +1,85 @@
-"""Golden pairs: tests/cases/<target>/<name>.in.py converts to <name>.out.py exactly.
+"""Golden cases: tests/cases/<case>/input.py converts, for each target that has a `<target>.py`
+beside it, to exactly that file, with exactly the findings in `<target>.findings` and, where the
+target writes one, the config in `<target>.ds_config.json` (layout: tests/cases/README.md).
 
-The expected outputs were read line by line as a reviewer would read the diff; when a change
-to the tool alters one, read the new diff the same way before accepting it. Each case is
-converted as `train.py`, the name the generated comments mention. A DeepSpeed case also has
-`<name>.ds_config.json`, the expected config (stage and offload variants of one script are in
-cases/deepspeed/configs, tested by test_deepspeed_config.py).
+The expected files were read as a reviewer reads a diff; when a change to the tool alters one,
+`scripts/golden` rewrites them and `git diff tests/cases` is read the same way before accepting
+it. Each case is converted as `train.py`, the name the generated comments mention. The targets
+are the registry's (migrate.targets), so a new target needs no change here, only its files.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
 from migrate import migrate_source
+from migrate.model import Finding
+from migrate.targets import targets
 
 CASES = Path(__file__).parent / "cases"
-PAIRS = sorted(CASES.glob("*/*.in.py"))
+TARGETS = tuple(targets())
+CASE_DIRS = sorted(p.parent for p in CASES.glob("*/input.py"))
+PAIRS = [(case, target) for case in CASE_DIRS for target in TARGETS if (case / f"{target}.py").exists()]
+# Every folder of CASES must be a case, except those named _like_this (the DeepSpeed option variants).
+FOLDERS = sorted(p for p in CASES.iterdir() if p.is_dir() and not p.name.startswith("_"))
+PAIR_IDS = [f"{case.name}/{target}" for case, target in PAIRS]
+# What may sit in a case folder; anything else (a typo such as `dpp.py`) fails a test.
+SUFFIXES = (".py", ".findings", ".ds_config.json", ".README.md")
+ALLOWED = {"input.py", "README.md"} | {target + suffix for target in TARGETS for suffix in SUFFIXES}
 
 
-def case_id(path: Path) -> str:
-    return f"{path.parent.name}/{path.name.removesuffix('.in.py')}"
+def findings_text(findings: Sequence[Finding]) -> str:
+    """One line per finding, `line:col MIGnnn`, in the order the tool reports them."""
+    return "".join(f"{f.line}:{f.col} {f.code}\n" for f in findings)
 
 
-def sibling(source: Path, suffix: str) -> Path:
-    return source.with_name(source.name.removesuffix(".in.py") + suffix)
+def expected_files(case: Path, target: str) -> dict[str, str]:
+    """The files the current tool makes for one case and target, by name: what `scripts/golden`
+    writes and what the tests below compare with the files on disk."""
+    result = migrate_source((case / "input.py").read_text(), target, path="train.py")
+    files = {f"{target}.py": result.new, f"{target}.findings": findings_text(result.findings)}
+    config = next((a.text for a in result.artifacts if a.path.endswith("ds_config.json")), None)
+    if config is not None:
+        files[f"{target}.ds_config.json"] = config
+    return files
 
 
-@pytest.mark.parametrize("source", PAIRS, ids=case_id)
-def test_converts_to_the_reviewed_output(source: Path) -> None:
-    result = migrate_source(source.read_text(), source.parent.name, path="train.py")
-    assert result.new == sibling(source, ".out.py").read_text()
-    expected_config = sibling(source, ".ds_config.json")
-    if expected_config.exists():
-        config = next(a.text for a in result.artifacts if a.path.endswith(".json"))
-        assert config == expected_config.read_text()
-        json.loads(config)
+@pytest.mark.parametrize(("case", "target"), PAIRS, ids=PAIR_IDS)
+def test_converts_to_the_reviewed_output(case: Path, target: str) -> None:
+    made = expected_files(case, target)
+    for name, text in made.items():
+        assert (case / name).exists(), f"no {case.name}/{name}: run scripts/golden {case.name}, then review the diff"
+        assert text == (case / name).read_text(), f"{case.name}/{name}"
+    config = case / f"{target}.ds_config.json"
+    assert config.exists() == (config.name in made), f"{case.name}/{config.name} pinned, but no config is written"
+    if config.exists():
+        json.loads(config.read_text())
 
 
-@pytest.mark.parametrize("source", PAIRS, ids=case_id)
-def test_second_run_changes_nothing(source: Path) -> None:
-    once = migrate_source(source.read_text(), source.parent.name, path="train.py").new
-    twice = migrate_source(once, source.parent.name, path="train.py")
+@pytest.mark.parametrize(("case", "target"), PAIRS, ids=PAIR_IDS)
+def test_second_run_changes_nothing(case: Path, target: str) -> None:
+    once = (case / f"{target}.py").read_text()
+    twice = migrate_source(once, target, path="train.py")
     assert twice.new == once
-    compile(once, str(source), "exec")
+    compile(once, str(case / f"{target}.py"), "exec")
 
 
-def test_every_target_folder_has_cases() -> None:
-    assert {p.parent.name for p in PAIRS} >= {"ddp", "deepspeed"}
+@pytest.mark.parametrize("case", FOLDERS, ids=lambda case: case.name)
+def test_a_case_holds_only_files_the_tests_read(case: Path) -> None:
+    names = {p.name for p in case.iterdir()}
+    unknown = sorted(names - ALLOWED)
+    assert not unknown, f"{case.name}: {unknown} is not input.py, README.md or <target>{{{', '.join(SUFFIXES)}}} of a target in {TARGETS}"
+    assert "input.py" in names, f"{case.name} has no input.py"
+    outputs = {target for target in TARGETS if f"{target}.py" in names}
+    assert outputs, f"{case.name} has no expected output: scripts/golden --add TARGET {case.name}"
+    for target in TARGETS:
+        if target in outputs:
+            assert f"{target}.findings" in names, f"{case.name}: {target}.py without {target}.findings"
+        else:
+            extra = sorted(name for name in names if name.startswith(f"{target}."))
+            assert not extra, f"{case.name}: {extra} without {target}.py"
+

@@ -18,7 +18,7 @@ from migrate import api
 from migrate.model import FileResult, InputError
 
 ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "tests" / "cases" / "ddp" / "main_function.in.py"
+SCRIPT = ROOT / "tests" / "cases" / "main_function" / "input.py"
 
 
 def migrate(*args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:

@@ -13,7 +13,7 @@ from migrate import Options, migrate_paths, migrate_source
 from migrate.options import OptionsError
 
 ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "tests" / "cases" / "ddp" / "main_function.in.py"
+SCRIPT = ROOT / "tests" / "cases" / "main_function" / "input.py"
 
 REFUSED = [
     ("deepspeed", Options(zero=1, offload_param="cpu"), ["--zero", "1", "--offload-param", "cpu"],

@@ -11,7 +11,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 from migrate.analysis.index import descendants
 from migrate.analysis.positions import Positions
 
-SCRIPTS = sorted(Path(__file__).parent.glob("cases/*/*.in.py")) + sorted(Path(__file__).parents[1].glob("samples/*/train.py"))
+SCRIPTS = sorted(Path(__file__).parent.glob("cases/*/input.py")) + sorted(Path(__file__).parents[1].glob("samples/*/train.py"))
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: f"{p.parent.name}/{p.name}")

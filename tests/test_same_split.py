@@ -6,7 +6,7 @@ from pathlib import Path
 
 from migrate import migrate_source
 
-UNSEEDED = (Path(__file__).parent / "cases" / "ddp" / "random_split.in.py").read_text()
+UNSEEDED = (Path(__file__).parent / "cases" / "random_split" / "input.py").read_text()
 
 
 def test_a_split_after_manual_seed_is_left_as_it_is() -> None:

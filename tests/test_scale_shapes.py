@@ -20,7 +20,7 @@ from migrate.analysis.index import build_index
 from migrate.analysis.training import calls_in
 
 ROOT = Path(__file__).resolve().parents[1]
-CASES = sorted((ROOT / "tests" / "cases").glob("*/*.in.py"))
+CASES = sorted((ROOT / "tests" / "cases").glob("*/input.py"))
 
 
 def _scale() -> ModuleType:

@@ -17,7 +17,7 @@ from migrate import api, writing
 from migrate.model import FileResult, InputError
 
 ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "tests" / "cases" / "ddp" / "main_function.in.py"
+SCRIPT = ROOT / "tests" / "cases" / "main_function" / "input.py"
 
 
 def migrate(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:

@@ -1,6 +1,6 @@
-"""Finds the optimizer side of a training step: the optimizer stepped in training, the calls
-around it (zero_grad, clipping, an AMP GradScaler, autocast blocks), and the accumulation
-factor, for targets whose engine takes these over (DeepSpeed).
+"""Finds the optimizer side of a training step: the optimizer stepped in training and the calls
+around it (zero_grad, clipping, an AMP GradScaler, autocast blocks), for targets whose engine
+takes these over (DeepSpeed). The accumulation factor is analysis.accumulation's.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from migrate.analysis.index import Binding, CallSite, ScriptIndex, child_nodes, spell
+from migrate.analysis.index import Binding, CallSite, ScriptIndex, spell
 from migrate.analysis.sites import TrainingSites
 
 SCALERS = ("torch.cuda.amp.GradScaler", "torch.amp.GradScaler", "torch.cuda.amp.grad_scaler.GradScaler")
@@ -76,17 +76,3 @@ def _call_named(index: ScriptIndex, value: cst.BaseExpression | None, names: tup
         return False
     qualified = index.qualify(value.func) or ""
     return qualified.startswith(names) if prefix else qualified in names
-
-
-def accumulation_factor(condition: cst.BaseExpression) -> cst.BaseExpression | None:
-    """`(step + 1) % args.accum_steps == 0` -> `args.accum_steps`."""
-    found: list[cst.BaseExpression] = []
-
-    def visit(node: cst.CSTNode) -> None:
-        if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo):
-            found.append(node.right)
-        for child in child_nodes(node):
-            visit(child)
-
-    visit(condition)
-    return found[0] if found else None

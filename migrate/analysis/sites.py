@@ -55,8 +55,9 @@ class EpochLoop:
 class Accumulation:
     """`if (step + 1) % n == 0: optimizer.step()` after a backward in the same loop body."""
 
-    condition: cst.BaseExpression
-    first: cst.BaseStatement  # first statement of the micro-step (holds the forward)
+    condition: cst.BaseExpression  # the `if`'s test
+    factor: cst.BaseExpression  # `n`: the micro-steps per optimizer step
+    first: cst.BaseStatement | None  # first statement of the micro-step (holds the forward); None: not in the loop body
     last: cst.BaseStatement  # the statement holding backward
     model: str
 
@@ -72,7 +73,8 @@ class TrainingSites:
     loaders: list[LoaderSite] = field(default_factory=list)
     epoch_loops: list[EpochLoop] = field(default_factory=list)
     step_loops: list[Loop] = field(default_factory=list)
-    accumulations: list[Accumulation] = field(default_factory=list)
+    training_loader_names: frozenset[str] = frozenset()  # every spelling of a training loader (loaders.training_loader_names)
+    accumulations: list[Accumulation] = field(default_factory=list)  # analysis.accumulation: one per backward at most
     device_bindings: list[Binding] = field(default_factory=list)
     already: str | None = None  # "DistributedDataParallel" etc. when the script is distributed
     notes: list[tuple[str, str, cst.CSTNode]] = field(default_factory=list)  # (code, message, node)

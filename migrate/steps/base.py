@@ -4,9 +4,10 @@ spell new code (imports the script already has are reused under the script's own
 
 from __future__ import annotations
 
+import string
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import libcst as cst
 
@@ -16,9 +17,13 @@ from migrate.analysis.sites import TrainingSites
 from migrate.findings import finding
 from migrate.model import Finding, Options
 from migrate.rewrite import EditPlan
+from migrate.runtime import Runtime
 from migrate.steps.imports import ImportNames, import_names
 
-RANK_ZERO = "{dist}.get_rank() == 0"
+if TYPE_CHECKING:
+    from migrate.steps.wrap_model import Wrapper
+
+Record = TypeVar("Record")
 
 
 @dataclass(eq=False)
@@ -26,6 +31,8 @@ class Context:
     sites: TrainingSites
     plan: EditPlan
     options: Options
+    runtime: Runtime | None = None  # the target's distributed runtime; None for a single process (DataParallel)
+    wrapper: Wrapper | None = None  # the target's model wrapper
     source: str = ""  # the original text (findings' positions are read from it)
     script: str = "train.py"  # the file's name, for comments in generated code
     findings: list[Finding] = field(default_factory=list)
@@ -33,7 +40,7 @@ class Context:
     _import_names: ImportNames | None = None
     device_name: str | None = None  # the entry scope's device variable, once known
     _code: dict[cst.CSTNode, str] = field(default_factory=dict)
-    facts: dict[str, object] = field(default_factory=dict)  # what steps tell the artifact makers
+    records: dict[type, object] = field(default_factory=dict)  # what steps tell later steps and the artifact makers, by type
     refused: bool = False  # a step found the script cannot be converted safely: leave it as it is
     hoisted_datasets: list[cst.BaseStatement] = field(default_factory=list)  # `ds = Dataset(...)` taken out of a DataLoader call
 
@@ -78,15 +85,62 @@ class Context:
         return self._import_names
 
     @property
-    def dist(self) -> str:
-        return self.module_name("torch.distributed", "dist")
-
-    @property
     def torch(self) -> str:
         return self.module_name("torch")
 
+    # -- the target's runtime (see migrate.runtime) --------------------------------------------
+    @property
+    def distributed(self) -> Runtime:
+        assert self.runtime is not None, "a step that needs a distributed runtime runs for a target without one"
+        return self.runtime
+
+    def spell(self, template: str) -> str:
+        """A runtime template in this script's names, importing only the modules it uses."""
+        runtime = self.distributed
+        names: dict[str, str] = {}
+        for _text, field_name, _spec, _conversion in string.Formatter().parse(template):
+            if field_name is None or field_name in names:
+                continue
+            names[field_name] = self._spelled(field_name, runtime)
+        return template.format_map(names)
+
+    def _spelled(self, placeholder: str, runtime: Runtime) -> str:
+        if placeholder == "m":
+            return self.module_name(runtime.module, runtime.alias)
+        if placeholder == "local_rank":
+            return runtime.local_rank_name
+        if placeholder in ("os", "torch"):
+            return self.module_name(placeholder)
+        module = next(m for m in runtime.modules if m.rsplit(".", 1)[-1] == placeholder)
+        return self.module_name(module)
+
+    def rank(self) -> str:
+        return self.spell(self.distributed.rank)
+
+    def world_size(self) -> str:
+        return self.spell(self.distributed.world_size)
+
+    def barrier(self) -> str:
+        return self.spell(self.distributed.barrier)
+
     def rank_zero_test(self) -> str:
-        return RANK_ZERO.format(dist=self.dist)
+        return f"{self.rank()} == 0"
+
+    def launcher_variable(self, variable: str, default: str = "0") -> str:
+        """`os.environ.get("RANK", "0")`: what the launcher set, readable without a process group."""
+        return f'{self.module_name("os")}.environ.get("{variable}", "{default}")'
+
+    # -- records: typed facts one step leaves for later steps and the artifact makers ----------
+    def record(self, value: object) -> None:
+        self.records[type(value)] = value
+
+    def recorded(self, kind: type[Record], create: bool = False) -> Record:
+        """The record of this type a step left; with `create`, a new empty one when none was."""
+        if create and kind not in self.records:
+            self.records[kind] = kind()
+        value = self.records[kind]
+        assert isinstance(value, kind)
+        return value
 
     def sees_setup_names(self, scope: Scope) -> bool:
         """Whether code in `scope` may read the names setup binds (`local_rank`, `device`): in
@@ -100,11 +154,12 @@ class Context:
         return entry.scope.is_module and (scope.is_module or entry.block is self.index.module)
 
     def local_rank(self, scope: Scope) -> str:
-        """`local_rank` where setup's variable is visible (see sees_setup_names), else read again
+        """The runtime's `local_rank` where setup's variable is visible (see sees_setup_names), else read again
         from the environment."""
-        if self.sees_setup_names(scope) and "local_rank" not in scope.params:
-            return "local_rank"
-        return f'int({self.module_name("os")}.environ.get("LOCAL_RANK", "0"))'
+        name = self.distributed.local_rank_name
+        if self.sees_setup_names(scope) and name not in scope.params:
+            return name
+        return f"int({self.launcher_variable(self.distributed.local_rank_variable)})"
 
     # -- findings ----------------------------------------------------------------------------
     def report(self, code: str, message: str, node: cst.CSTNode | None = None) -> None:

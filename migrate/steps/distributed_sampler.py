@@ -20,14 +20,18 @@ from migrate.analysis.loaders import (
     data_loader_calls,
     loader_names,
     loader_spelling,
-    training_loader_names,
     untraced_source,
 )
 from migrate.analysis.sites import LoaderSite
 from migrate.analysis.training import argument, callers_of, contains
 from migrate.steps.base import Context, expression, statement, with_keyword
 
-SHARD_BY_HAND = "give each rank its own shard by hand, e.g. indices[dist.get_rank()::dist.get_world_size()]"
+SHARD_BY_HAND = "give each rank its own shard by hand, e.g. indices[{rank}::{world}]"
+
+
+def shard_by_hand(ctx: Context) -> str:
+    runtime = ctx.distributed
+    return SHARD_BY_HAND.format(rank=runtime.said(runtime.rank), world=runtime.said(runtime.world_size))
 
 
 def distributed_sampler(ctx: Context) -> None:
@@ -47,7 +51,7 @@ def _report_unsharded(ctx: Context) -> None:
     index = ctx.index
     loop = sites.step_loops[0] if sites.step_loops else None
     node = loop.node if loop is not None else sites.backward_calls[0].node
-    names = training_loader_names(index, sites.step_loops)
+    names = set(sites.training_loader_names)
     source = untraced_source(index, names)
     others = [c for c in data_loader_calls(index)]
     made = source.value if source is not None and source.value is not None else source.node.value if source else None
@@ -61,14 +65,14 @@ def _report_unsharded(ctx: Context) -> None:
             "(a DistributedSampler in its DataLoader, then sampler.set_epoch(epoch) each epoch)"
         )
     elif loop is None:
-        message = f"no `for` loop over batches was found around backward; the training data is not sharded: {SHARD_BY_HAND}"
+        message = f"no `for` loop over batches was found around backward; the training data is not sharded: {shard_by_hand(ctx)}"
     else:
         iterated = loader_spelling(index, loop)
         seen = f"iterates `{iterated}`" if iterated else f"runs `for ... in {ctx.code(loop.node.iter)}`"  # type: ignore[union-attr]
         unbound = sorted(n for n in names - {iterated} if not index.bindings_of(n))
         if iterated and unbound:
             seen += f" (passed in as `{unbound[0]}`, which this file does not build)"
-        message = f"the training loop {seen} and draws its batches without a DataLoader this tool can trace: {SHARD_BY_HAND}"
+        message = f"the training loop {seen} and draws its batches without a DataLoader this tool can trace: {shard_by_hand(ctx)}"
     if others:
         listed = ", ".join(f"`{_loader_name(ctx, c)}` (line {ctx.position(c.node)[0]})" for c in others[:3])
         message += f"; the DataLoader(s) {listed} do not feed backward and are left whole"
@@ -116,7 +120,7 @@ def _shard(ctx: Context, site: LoaderSite) -> bool | None:
         shuffle_code = "False"
     sampler_class = ctx.imported("torch.utils.data.distributed", "DistributedSampler")
     new_sampler = expression(f"{sampler_class}({dataset_code}, shuffle={shuffle_code})")
-    world = f"{ctx.dist}.get_world_size()"
+    world = ctx.world_size()
 
     def rewrite(updated: cst.CSTNode) -> cst.CSTNode:
         assert isinstance(updated, cst.Call)
@@ -154,7 +158,7 @@ def _report_shared_builder(ctx: Context, site: LoaderSite) -> None:
     """A helper that builds the training loader and an evaluation loader alike: the sampler added
     in it shards evaluation too."""
     names = loader_names(ctx.index, site.call)
-    training = training_loader_names(ctx.index, ctx.sites.step_loops)
+    training = ctx.sites.training_loader_names
     evaluation = [n for n in names if n not in training and any(w in n.lower() for w in EVALUATION_WORDS)]
     if evaluation and not site.call.place.scope.is_module:
         ctx.report("MIG004", f"`{site.call.place.scope.name}()` builds `{evaluation[0]}` too: the DistributedSampler added "

@@ -15,14 +15,14 @@ from migrate.analysis.index import Binding, CallSite, child_nodes, read_names
 from migrate.analysis.models import aliases
 from migrate.rewrite import small_statement_holding
 from migrate.steps.base import Context, expression, statement
-from migrate.steps.deepspeed_engine import EngineSite
+from migrate.steps.deepspeed_engine import EngineConfig
 
 
 def engine_calls(ctx: Context) -> None:
-    engine = ctx.facts.get("engine")
-    if not isinstance(engine, EngineSite):
+    if EngineConfig not in ctx.records:
         return
-    accumulates = bool(ctx.facts["ds_values"]["accumulates"])  # type: ignore[index]
+    config = ctx.recorded(EngineConfig)
+    engine, accumulates = config.engine, config.accumulates
     side = engine.side
     names = aliases(ctx.index, engine.model)
     backward_tops: dict[cst.CSTNode, cst.BaseStatement] = {}  # scope (not its name: two may share one) -> backward

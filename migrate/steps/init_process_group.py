@@ -1,13 +1,10 @@
-"""Process-group setup once, first thing in the entry point, and teardown once at its end.
+"""The runtime's setup once, first thing in the entry point, and its teardown once at its end.
+What they are is the target's (migrate.runtime); where they go is decided here for all targets.
 
 Without a launcher (`python train.py`) the environment torchrun would set is filled in for a
 single process, so the converted script still runs the way it did. Only what is missing is set: a
 user's MASTER_ADDR/MASTER_PORT is kept, and a single process asks for port 0 (any free port), so
 two plain runs on one machine do not collide on a fixed port.
-
-DDP's backend: gloo for CPU tensors and, when CUDA is available, NCCL for CUDA tensors
-(`"cpu:gloo,cuda:nccl"`): a script told to stay on the CPU (`--device cpu`) still all-reduces on a
-GPU host. DeepSpeed puts the model on the GPU itself, so it keeps NCCL with CUDA.
 """
 
 from __future__ import annotations
@@ -17,43 +14,39 @@ import re
 import libcst as cst
 
 from migrate.analysis.entry import returns_plain_value
+from migrate.runtime import Runtime
 from migrate.steps.base import Context, expression, statement, statements
 
-SETUP = '''\
+ENVIRONMENT = '''\
 
-# {launcher} sets these; plain `python {script}` runs as a single process (port 0: any free one)
-for {key}, {value} in dict(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT="0").items():
+# {launcher} sets these; plain `python {script}` runs as a single process{port}
+for {key}, {value} in dict({defaults}).items():
     {os}.environ.setdefault({key}, {value})
-local_rank = int({os}.environ["LOCAL_RANK"])
-if {torch}.cuda.is_available():
-    {torch}.cuda.set_device(local_rank)
-{init}
 '''
-BACKEND = '"nccl" if {torch}.cuda.is_available() else "gloo"'
-# both backends where CUDA exists: the model may still be on the CPU (`--device cpu`)
-DDP_BACKEND = '"cpu:gloo,cuda:nccl" if {torch}.cuda.is_available() else "gloo"'
 
 
-def init_process_group(ctx: Context) -> None:
-    """torchrun + torch.distributed (DDP, FSDP)."""
-    backend = DDP_BACKEND.format(torch=ctx.torch)
-    insert_setup(ctx, "torchrun", f"{ctx.dist}.init_process_group({backend})")
+def setup(ctx: Context) -> None:
+    """The target's runtime starts first thing in the entry point (see migrate.runtime)."""
+    runtime = ctx.distributed
+    code = ctx.spell(runtime.setup)
+    if runtime.environment:
+        code = _environment(ctx, runtime) + code
+    else:
+        code = "\n" + code
+    insert_setup(ctx, statements(code))
 
 
-def init_deepspeed(ctx: Context) -> None:
-    """The deepspeed launcher + deepspeed.init_distributed (which starts torch.distributed)."""
-    backend = BACKEND.format(torch=ctx.torch)
-    deepspeed = ctx.module_name("deepspeed")
-    insert_setup(ctx, "the deepspeed launcher", f"{deepspeed}.init_distributed(dist_backend={backend})")
+def _environment(ctx: Context, runtime: Runtime) -> str:
+    key, value = _loop_names(ctx.source)
+    defaults = ", ".join(f'{name}="{default}"' for name, default in runtime.environment)
+    port = " (port 0: any free one)" if ("MASTER_PORT", "0") in runtime.environment else ""
+    return ENVIRONMENT.format(launcher=runtime.launcher, script=ctx.script, port=port, key=key, value=value,
+                              defaults=defaults, os=ctx.module_name("os"))
 
 
-def insert_setup(ctx: Context, launcher: str, init: str) -> None:
+def insert_setup(ctx: Context, new: list[cst.BaseStatement]) -> None:
     entry = ctx.sites.entry
     assert entry is not None
-    key, value = _loop_names(ctx.source)
-    code = SETUP.format(os=ctx.module_name("os"), torch=ctx.torch, init=init, launcher=launcher, script=ctx.script,
-                        key=key, value=value)
-    new = statements(code)
     if entry.setup_before is not None and entry.block.body.index(entry.setup_before) == 0:
         # at the top of a block: no blank line opening it, one between setup and the user's code
         new[0] = new[0].with_changes(leading_lines=new[0].leading_lines[1:])
@@ -76,7 +69,8 @@ def _loop_names(source: str) -> tuple[str, str]:
 
 
 def teardown(ctx: Context) -> None:
-    """`dist.barrier()` then `dist.destroy_process_group()` at the end of the entry.
+    """The runtime's teardown at the end of the entry: for torch.distributed, `dist.barrier()`
+    then `dist.destroy_process_group()`.
 
     The barrier keeps every rank alive until rank 0 has written its last files: a launcher that sees
     one rank fail kills the others, mid-write. And torch 2.13 can abort a rank at exit ("terminate
@@ -88,10 +82,7 @@ def teardown(ctx: Context) -> None:
     """
     entry = ctx.sites.entry
     assert entry is not None
-    stop = statements(
-        f"{ctx.dist}.barrier()  # no rank exits while rank 0 still writes its files\n"
-        f"{ctx.dist}.destroy_process_group()\n"
-    )
+    stop = statements(ctx.spell(ctx.distributed.teardown))
     last = entry.teardown_after
     if last is None:
         return

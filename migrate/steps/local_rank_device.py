@@ -19,7 +19,6 @@ import libcst as cst
 
 from migrate.analysis.devices import (
     cuda_method_calls,
-    device_bindings,
     device_index_argument,
     device_type_argument,
     is_indexed_cuda,
@@ -37,7 +36,7 @@ from migrate.steps.base import Context, expression, statement
 
 def local_rank_device(ctx: Context) -> None:
     handled: set[int] = set()
-    for binding in device_bindings(ctx.index):
+    for binding in ctx.sites.device_bindings:
         assert binding.value is not None
         _rewrite_device_value(ctx, binding.value, binding.place, handled)
     for call in torch_device_calls(ctx.index):
@@ -65,7 +64,7 @@ def _is_device_name(ctx: Context, node: cst.BaseExpression, scope: Scope) -> boo
         return False
     if name in scope.params and names_a_device(name):
         return True
-    return any(b.target == name for b in device_bindings(ctx.index) + _plain_device_bindings(ctx))
+    return any(b.target == name for b in ctx.sites.device_bindings + _plain_device_bindings(ctx))
 
 
 def _cuda_to_to(call: cst.Call, device: cst.BaseExpression) -> cst.Call:
@@ -120,14 +119,15 @@ def _rank(ctx: Context, scope: Scope, stmt: cst.BaseStatement | None = None) -> 
     read from the environment (also in code that runs before setup)."""
     entry = ctx.sites.entry
     if stmt is not None and not runs_in_process_group(ctx.index, entry, stmt):
-        return f'int({ctx.module_name("os")}.environ.get("LOCAL_RANK", "0"))'
+        return f"int({ctx.launcher_variable(ctx.distributed.local_rank_variable)})"
     return ctx.local_rank(scope)
 
 
 def _cuda_of_rank(ctx: Context, scope: Scope, stmt: cst.BaseStatement | None = None) -> str:
     """`f"cuda:{local_rank}"`, or the same with the rank read from the environment."""
     rank = _rank(ctx, scope, stmt)
-    inner = rank if rank == "local_rank" else f"{ctx.module_name('os')}.environ.get('LOCAL_RANK', '0')"
+    name, variable = ctx.distributed.local_rank_name, ctx.distributed.local_rank_variable
+    inner = rank if rank == name else f"{ctx.module_name('os')}.environ.get('{variable}', '0')"
     return f'f"cuda:{{{inner}}}"'
 
 
@@ -172,7 +172,7 @@ def device_in(ctx: Context, scope: Scope, stmt: cst.BaseStatement | None = None)
     held = _held_device(ctx, scope)
     if held is not None:
         return held
-    for binding in device_bindings(index) + _plain_device_bindings(ctx):
+    for binding in ctx.sites.device_bindings + _plain_device_bindings(ctx):
         if "." in binding.target:
             continue
         if binding.place.scope is scope or (binding.place.scope.is_module and binding.target not in scope.params):
@@ -193,7 +193,7 @@ def _held_device(ctx: Context, scope: Scope) -> str | None:
     class may be imported by other code)."""
     if not scope.class_name:
         return None
-    for binding in device_bindings(ctx.index):
+    for binding in ctx.sites.device_bindings:
         owner = binding.place.scope
         if binding.target.startswith("self.") and owner.class_name == scope.class_name and owner is not scope:
             return binding.target
@@ -218,7 +218,8 @@ def _setup_device(ctx: Context) -> str:
         entry = ctx.sites.entry
         assert entry is not None
         line = statement(
-            f'{ctx.device_name} = {ctx.torch}.device(f"cuda:{{local_rank}}" if {ctx.torch}.cuda.is_available() else "cpu")\n'
+            f'{ctx.device_name} = {ctx.torch}.device(f"cuda:{{{ctx.distributed.local_rank_name}}}" '
+            f'if {ctx.torch}.cuda.is_available() else "cpu")\n'
         )
         if entry.setup_before is not None:
             ctx.plan.insert_before(entry.setup_before, [line])

@@ -16,7 +16,8 @@ def no_sync(ctx: Context) -> None:
         if node_code == "MIG109":
             ctx.report("MIG109", f"gradient accumulation left syncing every micro-step: {message}", node)
     for accumulation in ctx.sites.accumulations:
-        ctx.plan.wrap_run(accumulation.first, accumulation.last, _builder(ctx, accumulation))
+        if accumulation.first is not None:  # None: the forward is elsewhere (MIG109 above)
+            ctx.plan.wrap_run(accumulation.first, accumulation.last, _builder(ctx, accumulation))
 
 
 def _builder(ctx: Context, accumulation: Accumulation):  # type: ignore[no-untyped-def]

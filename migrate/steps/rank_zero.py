@@ -9,6 +9,8 @@ forever: a print of such a value computes it on every rank and prints it on rank
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import libcst as cst
 
 from migrate.analysis.entry import runs_in_process_group
@@ -43,7 +45,7 @@ def rank_zero(ctx: Context) -> None:
                 ctx.report("MIG120", f"`{ctx.code(stmt).strip().splitlines()[0]}` writes a file, but its body calls "
                            f"`{ctx.code(collective.func)}(...)`, which may run the model that every rank must join: left "
                            "on every rank, so every rank writes the file; compute the values on every rank first, then "
-                           "write them under `if dist.get_rank() == 0:`", stmt)
+                           f"write them under `if {ctx.distributed.said(ctx.distributed.rank)} == 0:`", stmt)
                 continue
             ctx.plan.guard(stmt, ctx.rank_zero_test())
     _report_handle_reads(ctx)
@@ -183,7 +185,7 @@ def under_rank_check(ctx: Context, stmt: cst.BaseStatement, itself: bool = False
 
 def launcher_rank_zero_test(ctx: Context) -> str:
     """The rank-0 test where no process group exists yet (import time) or any more: the launcher's RANK."""
-    return f'{ctx.module_name("os")}.environ.get("RANK", "0") == "0"'
+    return f'{ctx.launcher_variable(ctx.distributed.rank_variable)} == "0"'
 
 
 def _may_be_collective(ctx: Context, node: cst.CSTNode) -> bool:
@@ -246,7 +248,7 @@ def _compute_then_print(ctx: Context, call: CallSite) -> None:
 def _disable_progress_bar(ctx: Context, call: CallSite) -> None:
     if not runs_in_process_group(ctx.index, ctx.sites.entry, call.place.stmt):
         return
-    test = f"{ctx.dist}.get_rank() != 0"
+    test = f"{ctx.rank()} != 0"
 
     def add_disable(updated: cst.CSTNode) -> cst.CSTNode:
         assert isinstance(updated, cst.Call)
@@ -280,13 +282,20 @@ def _create_on_rank_zero(ctx: Context, call: CallSite) -> None:
         return
     test = ctx.rank_zero_test()
     ctx.plan.replace(call.node, lambda updated: cst.IfExp(test=expression(test), body=updated, orelse=cst.Name("None")))
-    ctx.facts.setdefault("rank_zero_handles", []).append(call)  # type: ignore[union-attr]
+    ctx.recorded(RankZeroHandles, create=True).calls.append(call)
+
+
+@dataclass
+class RankZeroHandles:
+    """Calls that now make a handle on rank 0 only (`writer = SummaryWriter() if rank 0 else None`)."""
+
+    calls: list[CallSite] = field(default_factory=list)
 
 
 def _report_handle_reads(ctx: Context) -> None:
     """An attribute of a handle that is None on the other ranks (`writer.log_dir`), read outside
     the statements moved to rank 0."""
-    for create in ctx.facts.get("rank_zero_handles", []):  # type: ignore[union-attr]
+    for create in ctx.recorded(RankZeroHandles, create=True).calls:
         handles = {b.target for b in ctx.index.bindings if b.value is create.node}
         for use in ctx.index.attributes:
             if use.owner not in handles or use.called or runs_on_rank_zero(ctx, use.place.stmt):

@@ -4,18 +4,35 @@ scaling rule), for scripts whose global batch grows with the number of processes
 
 from __future__ import annotations
 
+import libcst as cst
+
 from migrate.analysis.training import argument
 from migrate.steps.base import Context, expression
+
+# expressions that `* world` would bind into instead of scaling whole
+LOOSER_THAN_TIMES = (cst.BooleanOperation, cst.Comparison, cst.IfExp, cst.Lambda, cst.NamedExpr)
+AS_TIGHT_AS_TIMES = (cst.Multiply, cst.Divide, cst.FloorDivide, cst.Modulo, cst.MatrixMultiply, cst.Power)
 
 
 def scale_lr(ctx: Context) -> None:
     if not ctx.options.scale_lr:
         return
-    world = f"{ctx.dist}.get_world_size()"
+    world = ctx.world_size()
     for call in ctx.sites.optimizers:
         lr = argument(call.node, "lr", 1)
         if lr is None:
             ctx.report("MIG004", f"--scale-lr: this optimizer uses its default learning rate; pass lr=<default> * {world} by hand", call.node)
             continue
-        scaled = expression(f"{ctx.code(lr.value)} * {world}")
+        value = ctx.code(lr.value)
+        if _binds_looser_than_times(lr.value):
+            value = f"({value})"  # `a + b` scales as a whole, `x if c else y` in both branches
+        scaled = expression(f"{value} * {world}")
         ctx.plan.replace(lr, lambda updated, s=scaled: updated.with_changes(value=s))
+
+
+def _binds_looser_than_times(value: cst.BaseExpression) -> bool:
+    if value.lpar:
+        return False
+    if isinstance(value, cst.BinaryOperation):
+        return not isinstance(value.operator, AS_TIGHT_AS_TIMES)
+    return isinstance(value, LOOSER_THAN_TIMES)

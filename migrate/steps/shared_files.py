@@ -102,7 +102,7 @@ def _agrees_on_every_rank(ctx: Context, test: cst.BaseExpression) -> bool:
 
 
 def _barrier(ctx: Context, comment: str) -> cst.BaseStatement:
-    return statements(f"{ctx.dist}.barrier()  # {comment}\n")[0]
+    return statements(f"{ctx.barrier()}  # {comment}\n")[0]
 
 
 # -- directories -------------------------------------------------------------------------------
@@ -228,7 +228,7 @@ def _guard_run(ctx: Context, run: list[cst.BaseStatement]) -> bool:
         else:
             ctx.report("MIG120", f"`{_first_line(ctx, first)}` now runs on rank 0 only, under a condition that may differ "
                        "between ranks, so no barrier was added: the other ranks may use these paths before rank 0 has "
-                       "made them; add dist.barrier() where every rank passes", first)
+                       f"made them; add {ctx.distributed.said(ctx.distributed.barrier)} where every rank passes", first)
     return True
 
 
@@ -266,16 +266,16 @@ def _downloads(ctx: Context) -> None:
             code = ctx.code(calls[0]).strip().splitlines()[0]
             ctx.report("MIG120", f"`{code}` downloads on every rank at once and runs where no barrier can be placed "
                        "(before setup, or under a condition that may differ per rank): download the data once before "
-                       "launching, or let one rank per node download while the others wait in dist.barrier()", calls[0])
+                       f"launching, or let one rank per node download while the others wait in {ctx.distributed.said(ctx.distributed.barrier)}", calls[0])
             continue
         scope = ctx.index.scope_of.get(first)
-        local_rank = ctx.local_rank(scope) if scope is not None else "local_rank"
+        local_rank = ctx.local_rank(scope) if scope is not None else ctx.distributed.local_rank_name
         lines = [f"if {local_rank} == 0:  # one download per node; the other ranks wait, then read the files"]
         downloads = [_download_only(ctx, call) for call in calls]
         if None in downloads:
             continue
         lines += [f"    {download}" for download in downloads]
-        lines.append(f"{ctx.dist}.barrier()")
+        lines.append(ctx.barrier())
         new = statements("\n".join(lines) + "\n")
         # ahead of a dataset the sampler step hoisted out of this statement: that one reads the files
         ctx.plan.insert_before(first, new, ahead_of=ctx.hoisted_datasets)
@@ -393,7 +393,7 @@ def _load_after_save(ctx: Context) -> None:
         elif not runs_on_rank_zero(ctx, stmt):
             ctx.report("MIG120", f"`{ctx.code(call.node)}` reads a file only rank 0 writes, under a condition that may "
                        "differ between ranks, so no barrier was added: a rank may read it before rank 0 has written it; "
-                       "add dist.barrier() where every rank passes before it", call.node)
+                       f"add {ctx.distributed.said(ctx.distributed.barrier)} where every rank passes before it", call.node)
 
 
 def _normalized(ctx: Context, node: cst.BaseExpression) -> str:

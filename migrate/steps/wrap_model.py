@@ -9,6 +9,9 @@ wrapper's gradient hooks and are reported.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 import libcst as cst
 
 from migrate.analysis.index import AttributeUse, spell
@@ -33,6 +36,18 @@ WRAPPER_SAFE = frozenset(
 STATE_DICT = frozenset({"state_dict", "load_state_dict"})
 
 
+@dataclass(frozen=True)
+class Wrapper:
+    """A target's model wrapper: the statements that wrap a model, and how later uses reach the
+    user's own module. DDP, DataParallel and DeepSpeed's engine hold it as `.module` and answer
+    only `safe` attributes themselves; a wrapper that keeps the user's class (FSDP2's
+    `fully_shard`) routes nothing."""
+
+    code: Callable[[Context, ModelSite], str] | None  # `model = DDP(model)\n`; None: a step of the target wraps
+    safe: frozenset[str] = WRAPPER_SAFE
+    through_module: bool = True
+
+
 def ddp_wrap_code(ctx: Context, site: ModelSite) -> str:
     """`model = DDP(model)`: no device_ids, which torch allows for a module on one device (the
     script moves its inputs itself) and requires for a CPU module (`--device cpu` on a GPU host)."""
@@ -47,14 +62,19 @@ def ddp_wrap_code(ctx: Context, site: ModelSite) -> str:
     return code
 
 
-def wrap_models(ctx: Context, wrap_code=ddp_wrap_code) -> None:  # type: ignore[no-untyped-def]
-    """Insert the wrapper for every model site and send later uses through `.module`."""
+DDP_WRAPPER = Wrapper(code=ddp_wrap_code)
+
+
+def wrap_models(ctx: Context) -> None:
+    """Insert the target's wrapper for every model site and send later uses through `.module`."""
+    wrapper = ctx.wrapper
+    assert wrapper is not None and wrapper.code is not None, "wrap_models runs for a target without a wrap statement"
     if not ctx.sites.models:
         report_unwrapped_model(ctx)
         ctx.refused = True
         return
     for site in ctx.sites.models:
-        new = statements(wrap_code(ctx, site))
+        new = statements(wrapper.code(ctx, site))
         remove_data_parallel(ctx, site)
         if site.wrap_before is not None:
             ctx.plan.insert_before(site.wrap_before, new)
@@ -63,11 +83,13 @@ def wrap_models(ctx: Context, wrap_code=ddp_wrap_code) -> None:  # type: ignore[
         if ctx.options.sync_batchnorm:
             ctx.report("MIG107", "SyncBatchNorm conversion runs only when the model is on a GPU (it cannot run on the CPU)",
                        site.wrap_after or site.wrap_before)
+        if not wrapper.through_module:
+            continue
         # replacing nn.DataParallel: its checkpoints already carry `module.`, and so do the wrapper's
         if site.data_parallel:
-            unwrap_later_uses(ctx, site, WRAPPER_SAFE | STATE_DICT, route_saves=False)
+            unwrap_later_uses(ctx, site, wrapper.safe | STATE_DICT, route_saves=False)
         else:
-            unwrap_later_uses(ctx, site)
+            unwrap_later_uses(ctx, site, wrapper.safe)
 
 
 def report_unwrapped_model(ctx: Context) -> None:

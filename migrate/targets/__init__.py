@@ -1,12 +1,67 @@
-"""The registry of targets, by CLI name. Explicit: a target exists when it is listed here."""
+"""The registry of targets: one line each. The CLI's commands, `--help`, the frameworks recognised
+as "already distributed", the options each command takes and the README's table of targets all
+derive from this list. A planned target is listed (and refused) until it is built.
+"""
 
 from __future__ import annotations
 
-from migrate.targets.base import Target
+from migrate.targets.base import Target, planned
+from migrate.targets.ddp import DDP
+from migrate.targets.deepspeed import DEEPSPEED
+
+REGISTRY: tuple[Target, ...] = (
+    DDP,
+    DEEPSPEED,
+    planned("fsdp", "FSDP2, fully sharded data parallel", {"torch.distributed.fsdp.fully_shard": "FSDP",
+                                                           "torch.distributed.fsdp.FullyShardedDataParallel": "FSDP"}),
+    planned("horovod", "Horovod", {"horovod.torch.init": "Horovod"}),
+    planned("dp", "nn.DataParallel, one process driving several GPUs", {"torch.nn.DataParallel": "nn.DataParallel",
+                                                                         "torch.nn.parallel.DataParallel": "nn.DataParallel"}),
+)
+
+# Frameworks no target converts to, recognised so that a script on one is left alone.
+OTHER_FRAMEWORKS = {"accelerate.Accelerator": "Accelerate"}
 
 
 def targets() -> dict[str, Target]:
-    from migrate.targets.ddp import DDP
-    from migrate.targets.deepspeed import DEEPSPEED
+    """Every listed target by CLI name, planned ones included (`.available` tells them apart)."""
+    return {target.name: target for target in REGISTRY}
 
-    return {"ddp": DDP, "deepspeed": DEEPSPEED}
+
+def available() -> dict[str, Target]:
+    return {name: target for name, target in targets().items() if target.available}
+
+
+def framework_markers() -> dict[str, str]:
+    """Qualified call name -> the framework a script that calls it is on."""
+    markers: dict[str, str] = {}
+    for target in REGISTRY:
+        markers.update(target.markers)
+    markers.update(OTHER_FRAMEWORKS)
+    return markers
+
+
+def markdown_table() -> str:
+    """The README's table of targets, as the registry has them (a test keeps the README in step)."""
+    rows = ["| command | what it converts to | launcher | its own options |", "|---|---|---|---|"]
+    for target in REGISTRY:
+        options = ", ".join(f"`{flag}`" for flag in command_flags(target)) or "none"
+        launcher = target.launcher or ("`python` (one process)" if target.available else "")
+        summary = target.summary if target.available else f"{target.framework} (planned)"
+        rows.append(f"| `migrate to-{target.name}` | {summary} | {launcher} | {options if target.available else ''} |")
+    return "\n".join(rows) + "\n"
+
+
+def command_flags(target: Target) -> list[str]:
+    """The target's own command-line flags, in the order --help lists them."""
+    import inspect
+
+    if target.command_options is None:
+        return []
+    flags: list[str] = []
+    for parameter in inspect.signature(target.command_options, eval_str=True).parameters.values():
+        for info in getattr(parameter.annotation, "__metadata__", ()):
+            # in `Annotated[..., typer.Option("--zero")]` typer keeps the first name as `default`
+            names = [d for d in (getattr(info, "default", None), *(getattr(info, "param_decls", None) or ())) if isinstance(d, str)]
+            flags.append(names[0] if names else "--" + parameter.name.replace("_", "-"))
+    return flags

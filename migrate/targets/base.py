@@ -1,22 +1,77 @@
-"""What a target is: an ordered tuple of steps, the artifacts it renders, the frameworks it
-counts as "already converted". Targets add no logic of their own beyond choosing steps.
+"""What a target is. Everything that differs between DDP, DeepSpeed, DataParallel (and, later,
+FSDP and Horovod) is declared by the target, so a new target is one file plus its registry line:
+
+- its command: name, help, example, its own command-line options and the Options fields they
+  set (checked by migrate.options, for the CLI and the API alike);
+- the frameworks it recognises in a script and what it does about one it finds (`already`);
+- its conversion, imported on first use so the CLI starts without libcst: the runtime that spells
+  rank, world size and setup (migrate.runtime), the model wrapper, the ordered steps, the files it
+  renders beside the script;
+- what a run over several scripts settles together (DeepSpeed: one config per folder).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from migrate.model import Artifact
-from migrate.steps.base import Context, Step
+from migrate.model import Artifact, FileResult, InputError, Options
 
-ArtifactMaker = Callable[[str, Context], list[Artifact]]
+if TYPE_CHECKING:
+    from migrate.options import OptionProblem
+    from migrate.runtime import Runtime
+    from migrate.steps.base import Context, Step
+    from migrate.steps.wrap_model import Wrapper
+
+# several scripts converted together: results in, results out, errors and notes (path, message) on the side
+Settle = Callable[[list[FileResult], Options], tuple[list[FileResult], list[InputError], list[tuple[str, str]]]]
+
+
+@dataclass(frozen=True)
+class Conversion:
+    """What converting a script to the target does (built on first use: it imports libcst)."""
+
+    steps: tuple[Step, ...]
+    artifacts: Callable[[str, Context], list[Artifact]]  # the files beside the script: launcher, config
+    runtime: Runtime | None  # None: one process (nn.DataParallel), nothing to set up
+    wrapper: Wrapper | None
 
 
 @dataclass(frozen=True)
 class Target:
     name: str  # the CLI's `to-<name>`
     framework: str  # as people call it, for messages
-    steps: tuple[Step, ...]
-    artifacts: ArtifactMaker
-    already: frozenset[str]  # what `analysis.DISTRIBUTED_MARKERS` says when a script is on it
+    summary: str  # one line: `migrate --help` and the README's table of targets
+    description: str  # the command's --help, after the summary
+    example: str  # one command line, shown under the help
+    conversion: Callable[[], Conversion]
+    # the command's own options: a function whose typer-annotated parameters are the options and
+    # which returns the Options they mean (raising typer.BadParameter for a combination it refuses)
+    command_options: Callable[..., Options] | None = None
+    uses: frozenset[str] = frozenset()  # the Options fields the target reads; any other set is refused
+    check_options: Callable[[Options], list[OptionProblem]] | None = None
+    markers: Mapping[str, str] = field(default_factory=dict)  # qualified call -> framework, as `framework` says it
+    replaces: frozenset[str] = frozenset()  # frameworks found in a script that the conversion takes over
+    launcher: str | None = None  # what runs the converted script: "torchrun", "deepspeed"; None: python
+    settle: Settle | None = None
+    available: bool = True
+
+    def already(self, frameworks: list[str]) -> str | None:
+        """Why a script that calls these frameworks is left unchanged, or None to convert it."""
+        kept = [f for f in frameworks if f not in self.replaces]
+        if not kept:
+            return None
+        framework = kept[0]
+        own = framework in self.markers.values() or framework == self.framework
+        return f"{'already uses' if own else 'uses'} {framework}; left unchanged"
+
+
+def planned(name: str, framework: str, markers: Mapping[str, str]) -> Target:
+    """A target that is listed, recognised in scripts and refused: users see what is coming."""
+
+    def not_yet() -> Conversion:
+        raise NotImplementedError(f"to-{name} is planned")
+
+    return Target(name=name, framework=framework, summary=f"{framework}: planned, not available yet.",
+                  description="", example="", conversion=not_yet, markers=markers, available=False)

@@ -7,24 +7,19 @@ Artifact: a torchrun launch script beside the converted script.
 from __future__ import annotations
 
 import os
+from typing import Annotated
 
-from migrate.model import Artifact
-from migrate.steps.base import Context
-from migrate.steps.distributed_sampler import distributed_sampler
-from migrate.steps.same_split import same_split
-from migrate.steps.init_process_group import init_process_group, teardown
-from migrate.steps.load_map_location import load_map_location
-from migrate.steps.local_rank_device import local_rank_device
-from migrate.steps.no_sync import no_sync
-from migrate.steps.rank_divergence import rank_divergence
-from migrate.steps.rank_zero import rank_zero
-from migrate.steps.scale_lr import scale_lr
-from migrate.steps.scheduler_checks import plateau_metric
-from migrate.steps.shared_files import shared_files
-from migrate.steps.trained_models import refuse_unwrappable
-from migrate.steps.wrap_model import wrap_models
-from migrate.targets.base import Target
+import typer
+
+from migrate.model import Artifact, Options
+from migrate.runtime import torch_distributed
+from migrate.targets.base import Conversion, Target
 from migrate.templating import render
+
+# gloo for CPU tensors and, when CUDA is available, NCCL for CUDA tensors: a script told to stay on
+# the CPU (`--device cpu`) still all-reduces on a GPU host
+TORCHRUN = torch_distributed(
+    "torchrun", '{m}.init_process_group("cpu:gloo,cuda:nccl" if {torch}.cuda.is_available() else "gloo")')
 
 
 def launch_script_path(script_path: str, target: str) -> str:
@@ -33,7 +28,7 @@ def launch_script_path(script_path: str, target: str) -> str:
     return os.path.join(folder, f"run_{stem}_{target}.sh")
 
 
-def torchrun_launcher(script_path: str, ctx: Context) -> list[Artifact]:
+def torchrun_launcher(script_path: str, ctx) -> list[Artifact]:  # type: ignore[no-untyped-def]
     path = launch_script_path(script_path, "ddp")
     text = render(
         "launch/torchrun.sh.j2",
@@ -54,12 +49,24 @@ def _processes_comment(nproc: str) -> str:
     return "1 process per node" if nproc == "1" else f"{nproc} processes per node"
 
 
-DDP = Target(
-    name="ddp",
-    framework="DistributedDataParallel",
-    steps=(
+def conversion() -> Conversion:
+    from migrate.steps.distributed_sampler import distributed_sampler
+    from migrate.steps.init_process_group import setup, teardown
+    from migrate.steps.load_map_location import load_map_location
+    from migrate.steps.local_rank_device import local_rank_device
+    from migrate.steps.no_sync import no_sync
+    from migrate.steps.rank_divergence import rank_divergence
+    from migrate.steps.rank_zero import rank_zero
+    from migrate.steps.same_split import same_split
+    from migrate.steps.scale_lr import scale_lr
+    from migrate.steps.scheduler_checks import plateau_metric
+    from migrate.steps.shared_files import shared_files
+    from migrate.steps.trained_models import refuse_unwrappable
+    from migrate.steps.wrap_model import DDP_WRAPPER, wrap_models
+
+    steps = (
         refuse_unwrappable,
-        init_process_group,
+        setup,
         local_rank_device,
         wrap_models,
         rank_divergence,
@@ -72,7 +79,40 @@ DDP = Target(
         load_map_location,
         scale_lr,
         teardown,
+    )
+    return Conversion(steps=steps, artifacts=torchrun_launcher, runtime=TORCHRUN, wrapper=DDP_WRAPPER)
+
+
+Nproc = Annotated[str, typer.Option("--nproc-per-node", metavar="N", help="Processes per node in the launch script: a number, 'gpu' or 'auto'. Example: --nproc-per-node 8")]
+KeepGlobalBatch = Annotated[bool, typer.Option("--keep-global-batch", help="Divide each DataLoader's batch_size by the world size, so the global batch stays what the script says (default: each process keeps the script's batch, the global batch grows).")]
+ScaleLr = Annotated[bool, typer.Option("--scale-lr", help="Multiply the optimizer's lr by the world size (linear scaling for the larger global batch).")]
+SyncBatchnorm = Annotated[bool, typer.Option("--sync-batchnorm", help="Convert BatchNorm layers to SyncBatchNorm before wrapping (applied only when CUDA is available: it cannot run on CPU).")]
+
+
+def command_options(nproc_per_node: Nproc = "auto", keep_global_batch: KeepGlobalBatch = False,
+                    scale_lr: ScaleLr = False, sync_batchnorm: SyncBatchnorm = False) -> Options:
+    return Options(nproc_per_node=nproc_per_node, keep_global_batch=keep_global_batch, scale_lr=scale_lr,
+                   sync_batchnorm=sync_batchnorm)
+
+
+DDP = Target(
+    name="ddp",
+    framework="DistributedDataParallel",
+    summary="DistributedDataParallel, launched by torchrun.",
+    description=(
+        "Adds process-group setup (NCCL on GPUs, gloo on CPU; plain `python train.py` still runs as one\n"
+        "process), a DistributedSampler with set_epoch, the model on the local rank's device wrapped in\n"
+        "DDP, output and checkpoints on rank 0, no_sync() for gradient accumulation, and a launch script\n"
+        "run_<script>_ddp.sh."
     ),
-    artifacts=torchrun_launcher,
-    already=frozenset({"torch.distributed", "DistributedDataParallel"}),
+    example="migrate to-ddp train.py > ddp.patch && git apply ddp.patch",
+    conversion=conversion,
+    command_options=command_options,
+    uses=frozenset({"nproc_per_node", "keep_global_batch", "scale_lr", "sync_batchnorm"}),
+    markers={
+        "torch.distributed.init_process_group": "torch.distributed",
+        "torch.nn.parallel.DistributedDataParallel": "DistributedDataParallel",
+    },
+    replaces=frozenset({"nn.DataParallel"}),
+    launcher="torchrun",
 )

@@ -7,45 +7,50 @@ launcher and, for several nodes, its hostfile.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+from typing import TYPE_CHECKING, Annotated, Optional
 
-from migrate.model import Artifact
-from migrate.steps.base import Context
-from migrate.steps.deepspeed_engine import CONFIG_NAME, deepspeed_engine
-from migrate.steps.distributed_sampler import distributed_sampler
-from migrate.steps.same_split import same_split
-from migrate.steps.engine_calls import engine_calls
-from migrate.steps.init_process_group import init_deepspeed, teardown
-from migrate.steps.load_map_location import load_map_location
-from migrate.steps.local_rank_argument import local_rank_argument
-from migrate.steps.local_rank_device import local_rank_device
-from migrate.steps.rank_divergence import rank_divergent_control
-from migrate.steps.rank_zero import rank_zero
-from migrate.steps.scheduler_checks import plateau_metric
-from migrate.steps.shared_files import shared_files
-from migrate.steps.trained_models import refuse_unwrappable
-from migrate.targets.base import Target
+import typer
+
+from migrate.model import Artifact, FileResult, InputError, Options
+from migrate.options import OptionProblem, offload_problems, config_out_problems, hosts_problems
+from migrate.runtime import torch_distributed
+from migrate.targets.base import Conversion, Target
 from migrate.targets.ddp import launch_script_path
 from migrate.templating import render
 
+if TYPE_CHECKING:
+    from migrate.steps.base import Context
 
-def config_path(script_path: str, ctx: Context) -> str:
+CONFIG_NAME = "ds_config.json"
+PRECISIONS = ("auto", "fp32", "fp16", "bf16")
+
+# deepspeed.init_distributed starts torch.distributed: rank and world size are torch's. DeepSpeed
+# puts the model on the GPU itself, so it keeps NCCL with CUDA.
+DEEPSPEED_LAUNCHER = torch_distributed(
+    "the deepspeed launcher", '{deepspeed}.init_distributed(dist_backend="nccl" if {torch}.cuda.is_available() else "gloo")',
+    modules=("deepspeed",))
+
+
+def config_path(script_path: str, ctx: Context) -> str:  # type: ignore[name-defined]
     name = ctx.options.config_out or CONFIG_NAME
     return name if os.path.isabs(name) else os.path.join(os.path.dirname(script_path), name)
 
 
 def ds_config_text(ctx: Context) -> str:
-    values = ctx.facts["ds_values"]
-    assert isinstance(values, dict)
+    from migrate.steps.deepspeed_engine import EngineConfig
+
+    values = ctx.recorded(EngineConfig)
     options = ctx.options
     text = render(
         "deepspeed/ds_config.json.j2",
-        micro_batch=values["micro_batch"],
-        accumulation=values["accumulation"],
-        clipping=values["clipping"],
-        fp16=values["fp16"],
-        bf16=values["bf16"],
+        micro_batch=values.micro_batch,
+        accumulation=values.accumulation,
+        clipping=values.clipping,
+        fp16=values.fp16,
+        bf16=values.bf16,
         stage=options.zero,
         offload_optimizer=_offload(options.offload_optimizer, options.nvme_path),
         offload_param=_offload(options.offload_param, options.nvme_path),
@@ -87,12 +92,27 @@ def deepspeed_artifacts(script_path: str, ctx: Context) -> list[Artifact]:
     return artifacts
 
 
-DEEPSPEED = Target(
-    name="deepspeed",
-    framework="DeepSpeed",
-    steps=(
+def conversion() -> Conversion:
+    from migrate.steps.deepspeed_engine import deepspeed_engine
+    from migrate.steps.distributed_sampler import distributed_sampler
+    from migrate.steps.engine_calls import engine_calls
+    from migrate.steps.init_process_group import setup, teardown
+    from migrate.steps.load_map_location import load_map_location
+    from migrate.steps.local_rank_argument import local_rank_argument
+    from migrate.steps.local_rank_device import local_rank_device
+    from migrate.steps.rank_divergence import rank_divergent_control
+    from migrate.steps.rank_zero import rank_zero
+    from migrate.steps.same_split import same_split
+    from migrate.steps.scheduler_checks import plateau_metric
+    from migrate.steps.shared_files import shared_files
+    from migrate.steps.trained_models import refuse_unwrappable
+    from migrate.steps.wrap_model import WRAPPER_SAFE, Wrapper
+
+    # deepspeed.initialize (the deepspeed_engine step) wraps; the engine answers these itself
+    engine = Wrapper(code=None, safe=WRAPPER_SAFE | {"backward", "step", "save_checkpoint", "load_checkpoint", "state_dict"})
+    steps = (
         refuse_unwrappable,
-        init_deepspeed,
+        setup,
         local_rank_argument,
         local_rank_device,
         deepspeed_engine,
@@ -105,7 +125,98 @@ DEEPSPEED = Target(
         plateau_metric,
         load_map_location,
         teardown,
+    )
+    return Conversion(steps=steps, artifacts=deepspeed_artifacts, runtime=DEEPSPEED_LAUNCHER, wrapper=engine)
+
+
+def check_options(options: Options) -> list[OptionProblem]:
+    """What no DeepSpeed config can hold, or the launcher cannot start."""
+    found: list[OptionProblem] = []
+    if options.zero not in (0, 1, 2, 3):
+        found.append(OptionProblem("--zero", f"{options.zero!r}: choose a ZeRO stage from 0 to 3"))
+    found += offload_problems(options)
+    if options.offload_param != "none" and options.zero != 3:
+        found.append(OptionProblem("--offload-param", f"offloading weights needs ZeRO stage 3 (got --zero {options.zero})"))
+    if options.offload_optimizer != "none" and options.zero == 0:
+        found.append(OptionProblem("--offload-optimizer", "offloading optimizer state needs ZeRO stage 1, 2 or 3"))
+    if options.precision not in PRECISIONS:
+        found.append(OptionProblem("--bf16/--fp16/--fp32", f"{options.precision!r}: choose auto, fp32, fp16 or bf16"))
+    return found + config_out_problems(options.config_out) + hosts_problems(options.hosts)
+
+
+def own_configs(results: list[FileResult], options: Options) -> tuple[list[FileResult], list[InputError], list[tuple[str, str]]]:
+    """Scripts of one folder that would write one ds_config.json with different settings each get
+    their own, ds_config_<script>.json (converted again with that --config-out), and the run says so."""
+    from migrate import api
+
+    if options.config_out is not None:
+        return results, [], []
+    writers: dict[str, list[tuple[FileResult, str]]] = {}
+    for result in results:
+        for artifact in result.artifacts:
+            if os.path.basename(artifact.path) == CONFIG_NAME:
+                writers.setdefault(os.path.realpath(artifact.path), []).append((result, artifact.text))
+    shared = {real: group for real, group in writers.items() if len({text for _, text in group}) > 1}
+    again = {id(result) for group in shared.values() for result, _ in group}
+    notes = [(os.path.join(os.path.dirname(group[0][0].path), CONFIG_NAME),
+              f"{len(group)} scripts in this folder need different DeepSpeed settings: each gets its own "
+              "ds_config_<script>.json") for group in shared.values()]
+    converted: list[FileResult] = []
+    errors: list[InputError] = []
+    for result in results:
+        if id(result) in again:
+            stem = os.path.splitext(os.path.basename(result.path))[0]
+            outcome = api.migrate_file(result.path, "deepspeed", dataclasses.replace(options, config_out=f"ds_config_{stem}.json"))
+            if isinstance(outcome, InputError):
+                errors.append(outcome)
+                continue
+            result = outcome
+        converted.append(result)
+    return converted, errors, notes
+
+
+Zero = Annotated[int, typer.Option("--zero", min=0, max=3, metavar="0-3", help="ZeRO stage: 0 (plain data parallel), 1 (shard optimizer state), 2 (+ gradients), 3 (+ weights).")]
+OffloadOptimizer = Annotated[str, typer.Option("--offload-optimizer", metavar="none|cpu|nvme", help="Keep optimizer state in CPU memory or on NVMe (ZeRO 1-3).")]
+OffloadParam = Annotated[str, typer.Option("--offload-param", metavar="none|cpu|nvme", help="Keep weights in CPU memory or on NVMe (ZeRO 3 only).")]
+NvmePath = Annotated[str, typer.Option("--nvme-path", help="Folder on a local NVMe drive, for the nvme offloads.")]
+Bf16 = Annotated[bool, typer.Option("--bf16", help="Train in bfloat16 (config bf16.enabled).")]
+Fp16 = Annotated[bool, typer.Option("--fp16", help="Train in float16 with loss scaling (config fp16.enabled).")]
+Fp32 = Annotated[bool, typer.Option("--fp32", help="Train in float32 even if the script uses AMP.")]
+ConfigOut = Annotated[Optional[str], typer.Option("--config-out", metavar="PATH", help="Where to write the DeepSpeed config, relative to the script's folder (default: ds_config.json beside it).")]
+Hosts = Annotated[Optional[str], typer.Option("--hosts", metavar="HOST:GPUS,...", help="Several nodes: write a hostfile and a multi-node launcher. Example: --hosts node1:8,node2:8")]
+
+
+def command_options(zero: Zero = 2, offload_optimizer: OffloadOptimizer = "none", offload_param: OffloadParam = "none",
+                    nvme_path: NvmePath = "/local_nvme", bf16: Bf16 = False, fp16: Fp16 = False, fp32: Fp32 = False,
+                    config_out: ConfigOut = None, hosts: Hosts = None) -> Options:
+    if sum((bf16, fp16, fp32)) > 1:
+        raise typer.BadParameter("choose one of --bf16, --fp16, --fp32", param_hint="--bf16/--fp16/--fp32")
+    host_list = tuple(h.strip() for h in hosts.split(",") if h.strip()) if hosts else ()
+    precision = "bf16" if bf16 else "fp16" if fp16 else "fp32" if fp32 else "auto"
+    return Options(zero=zero, offload_optimizer=offload_optimizer, offload_param=offload_param,
+                   nvme_path=nvme_path, precision=precision, config_out=config_out, hosts=host_list)
+
+
+DEEPSPEED = Target(
+    name="deepspeed",
+    framework="DeepSpeed",
+    summary="DeepSpeed engine (ZeRO 0-3), launched by the deepspeed launcher.",
+    description=(
+        "deepspeed.initialize(model=..., optimizer=<your optimizer>) after both exist; engine.backward(loss)\n"
+        "and engine.step() replace loss.backward() and optimizer.step(); zero_grad, GradScaler, autocast and\n"
+        "clip_grad_norm_ go (the config does them); gradient accumulation and clipping move into\n"
+        "ds_config.json, which the script reads and then overwrites with its own values (batch size,\n"
+        "accumulation steps...) so the two never disagree. Also accepts --local_rank from the launcher,\n"
+        "gathers weights on every rank before a rank-0 torch.save, and writes run_<script>_deepspeed.sh.\n"
+        "Precision follows the script (GradScaler: fp16; bfloat16 autocast: bf16) unless you choose one."
     ),
-    artifacts=deepspeed_artifacts,
-    already=frozenset({"DeepSpeed"}),
+    example="migrate to-deepspeed --zero 3 --offload-param cpu train.py > ds.patch",
+    conversion=conversion,
+    command_options=command_options,
+    uses=frozenset({"zero", "offload_optimizer", "offload_param", "nvme_path", "precision", "config_out", "hosts"}),
+    check_options=check_options,
+    markers={"deepspeed.initialize": "DeepSpeed"},
+    replaces=frozenset({"nn.DataParallel"}),
+    launcher="deepspeed",
+    settle=own_configs,
 )

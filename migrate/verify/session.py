@@ -118,19 +118,23 @@ def launch_original(script: Path, record: Path, options: VerifyOptions) -> Launc
 
 
 def launch_converted(script: Path, record: Path, options: VerifyOptions) -> Launch:
+    """The converted script under its target's own launcher (see Target.launcher)."""
+    from migrate.targets import targets
+
     runner = runner_arguments(script, record, options)
-    if options.target == "deepspeed":
-        launcher = str(Path(sys.executable).parent / "deepspeed")
+    launcher = targets()[options.target].launcher
+    if launcher == "deepspeed":
         port = free_port()
-        command = [launcher, "--num_gpus", str(options.nproc), "--master_port", str(port),
-                   "--module", "migrate.verify.runner", *runner]
+        command = [str(Path(sys.executable).parent / "deepspeed"), "--num_gpus", str(options.nproc),
+                   "--master_port", str(port), "--module", "migrate.verify.runner", *runner]
         try:
             return run(command, script.parent, record, options)
         finally:
             remove_deepspeed_buffers(port)
-    else:
-        command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={options.nproc}",
-                   "--module", "migrate.verify.runner", *runner]
+    if launcher != "torchrun":
+        raise InputError(str(script), 0, 0, f"verify cannot launch to-{options.target}'s scripts ({launcher or 'one process'})")
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={options.nproc}",
+               "--module", "migrate.verify.runner", *runner]
     return run(command, script.parent, record, options)
 
 

@@ -1,0 +1,156 @@
+"""Gradient accumulation: micro-steps whose optimizer step is skipped by an `if ... % n ...:` test.
+
+One detector for every target: DDP wraps the skipped micro-steps in `model.no_sync()`, DeepSpeed
+writes the factor `n` into its config as gradient_accumulation_steps.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from migrate.analysis.index import ScriptIndex, child_nodes, spell
+from migrate.analysis.models import forward_spellings, origin
+from migrate.analysis.sites import Accumulation, TrainingSites
+from migrate.analysis.trained import Stepped, root, same_module
+from migrate.analysis.training import calls_in
+
+
+def accumulations(sites: TrainingSites) -> list[Accumulation]:
+    """Micro-steps that skip an optimizer step: after a model's backward, the SAME optimizer (the
+    one holding that model's parameters) is stepped only under `if ... % n ...:`. An `if` that runs
+    a backward of its own before its step is another update on a schedule (a GAN's generator every
+    n_critic steps), not accumulation: the model before it syncs every step.
+
+    When the forward pass is not in the loop body that runs backward, the accumulation is still
+    found (its factor holds), without a first statement; a MIG109 note says why it cannot be wrapped."""
+    index = sites.index
+    models = {m.spelling for m in sites.models}
+    roots = {m.spelling: root(index, m.spelling, m.scope) for m in sites.models}
+    stepped = {id(s.step.node): s for s in sites.stepped}
+    found: list[Accumulation] = []
+    for backward in sites.backward_calls:
+        for ancestor in index.enclosing_statements(backward.place.stmt):
+            if ancestor not in index.block_of:
+                continue
+            block, position = index.block_of[ancestor]
+            later = list(block.body[position + 1 :])
+            step_ifs = [s for s in later if _is_accumulation_if(s)]
+            if not step_ifs:
+                continue
+            for step_if in step_ifs:
+                assert isinstance(step_if, cst.If)
+                skipped = _skipped_steps(index, step_if, stepped)
+                if skipped is None:
+                    break  # the `if` holds an update of its own
+                elsewhere = [s for s in later if s is not step_if]
+                held = [
+                    m for m in sorted(models)
+                    if _holds(index, skipped, roots[m]) and not _stepped_in(index, elsewhere, skipped, roots[m], stepped)
+                ]
+                if not held:
+                    continue  # `if step % 100 == 0: scheduler.step()`, or another model's optimizer
+                micro_step = block.body[: position + 1]
+                first, model = _first_forward(micro_step, held, index)
+                if first is None and not any(_forwards(s, models, index) for s in micro_step):
+                    sites.notes.append(("MIG109", "the forward pass is not in the same loop body as backward", ancestor))
+                found.append(_accumulation(step_if, first, ancestor, model or held[0]))
+                break
+            break
+    return found
+
+
+def _accumulation(step_if: cst.If, first: cst.BaseStatement | None, last: cst.BaseStatement, model: str) -> Accumulation:
+    factor = accumulation_factor(step_if.test)
+    assert factor is not None  # _is_accumulation_if saw the `%`
+    return Accumulation(condition=step_if.test, factor=factor, first=first, last=last, model=model)
+
+
+def accumulation_factor(condition: cst.BaseExpression) -> cst.BaseExpression | None:
+    """`(step + 1) % args.accum_steps == 0` -> `args.accum_steps`; None without a `%`."""
+    found: list[cst.BaseExpression] = []
+
+    def visit(node: cst.CSTNode) -> None:
+        if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo):
+            found.append(node.right)
+        for child in child_nodes(node):
+            visit(child)
+
+    visit(condition)
+    return found[0] if found else None
+
+
+def _is_accumulation_if(stmt: cst.BaseStatement) -> bool:
+    """`if <test with a %>:` whose body steps something."""
+    if not isinstance(stmt, cst.If) or accumulation_factor(stmt.test) is None:
+        return False
+    return any(isinstance(c.func, cst.Attribute) and c.func.attr.value == "step" for c in calls_in(stmt.body))
+
+
+def _skipped_steps(index: ScriptIndex, step_if: cst.If, stepped: dict[int, Stepped]) -> list[Stepped | None] | None:
+    """The optimizers the `if` steps (None for a `.step()` this analysis did not take for an
+    optimizer's); None when a backward runs in the `if` before its step."""
+    found: list[Stepped | None] = []
+    for call in calls_in(step_if.body):
+        if isinstance(call.func, cst.Attribute) and call.func.attr.value == "backward" and not found:
+            return None
+        if isinstance(call.func, cst.Attribute) and call.func.attr.value == "step":
+            found.append(stepped.get(id(call)))
+    return found
+
+
+def _holds(index: ScriptIndex, skipped: list[Stepped | None], key: tuple) -> bool:
+    """Whether one of the optimizers holds the model (an optimizer that cannot be traced may)."""
+    for optimizer in skipped:
+        if optimizer is None:
+            continue
+        if optimizer.owners is None or any(same_module(index, root(index, o.spelling, o.scope), key) for o in optimizer.owners):
+            return True
+    return False
+
+
+def _stepped_in(index: ScriptIndex, statements: list[cst.BaseStatement], skipped: list[Stepped | None], key: tuple,
+                stepped: dict[int, Stepped]) -> bool:
+    """Whether the model's optimizer is also stepped outside the `if` (then nothing is skipped)."""
+    names = {s.spelling for s in skipped if s is not None}
+    for stmt in statements:
+        for call in index.calls_under(stmt):
+            optimizer = stepped.get(id(call))
+            if optimizer is not None and optimizer.spelling in names and _holds(index, [optimizer], key):
+                return True
+    return False
+
+
+def _first_forward(statements: list[cst.BaseStatement], held: list[str], index: ScriptIndex) -> tuple[cst.BaseStatement | None, str | None]:
+    """The first statement that calls one of the models, and that model."""
+    for stmt in statements:
+        model = _forwarded_model(stmt, set(held), index)
+        if model is not None:
+            return stmt, model
+    return None, None
+
+
+def _forwarded_model(stmt: cst.BaseStatement, models: set[str], index: ScriptIndex) -> str | None:
+    aliases = _forward_aliases(models, index)
+    for call in index.calls_under(stmt):
+        name = spell(call.func)
+        if name in aliases:
+            return aliases[name]
+    return None
+
+
+def _forwards(stmt: cst.BaseStatement, models: set[str], index: ScriptIndex) -> bool:
+    return _forwarded_model(stmt, models, index) is not None
+
+
+def _forward_aliases(models: set[str], index: ScriptIndex) -> dict[str, str]:
+    """Spellings a model is called by inside functions (parameters named otherwise) -> its site name."""
+    known = index.memo("forward_aliases")
+    key = frozenset(models)
+    if key not in known:
+        aliases = {name: name for name in models}
+        for spelling, scope in forward_spellings(index, {s.name for s in index.functions.values()} | {"<module>"}).items():
+            home, _scope = origin(index, spelling, scope)
+            if home in models:
+                aliases[spelling] = home
+        known[key] = aliases
+    return dict(known[key])

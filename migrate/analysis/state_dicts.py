@@ -1,0 +1,49 @@
+"""The trained model's weights as the script reads them for saving: `<model>.state_dict()` calls
+that run once the model is wrapped (`torch.save(model.state_dict(), path)`, a checkpoint dict
+holding `model.state_dict()`).
+
+A framework that shards the weights (DeepSpeed ZeRO-3, FSDP) gathers them on every rank at these
+calls, and rank 0 saves the full copy; the rewrite belongs to the target's step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import libcst as cst
+
+from migrate.analysis.index import AttributeUse, ScriptIndex
+from migrate.analysis.models import aliases, is_after
+from migrate.analysis.sites import ModelSite
+
+
+@dataclass(frozen=True, eq=False)
+class StateDictRead:
+    """One `<model>.state_dict()` call on the wrapped model."""
+
+    owner: str  # the model as spelled there, without the `.module` of a former DataParallel
+    call: cst.Call  # the `state_dict()` call
+    stmt: cst.BaseStatement  # the statement holding it
+
+
+def model_state_dicts(index: ScriptIndex, site: ModelSite) -> list[StateDictRead]:
+    """Every `state_dict()` call on the model of `site` (under any of its aliases) that runs after
+    the model is wrapped at `site`, in the order of the script."""
+    names = aliases(index, site)
+    found: list[StateDictRead] = []
+    for use in index.attributes:
+        if use.node.attr.value != "state_dict" or not use.called:
+            continue
+        owner = use.owner.removesuffix(".module")  # `model.module.state_dict()` of a former DataParallel
+        if (owner, use.place.scope.name) not in names or not is_after(index, use.place.stmt, site):
+            continue
+        call = _call_of(index, use)
+        if call is not None:
+            found.append(StateDictRead(owner=owner, call=call, stmt=use.place.stmt))
+    return found
+
+
+def _call_of(index: ScriptIndex, use: AttributeUse) -> cst.Call | None:
+    """The call whose function is the attribute `use` (`model.state_dict` -> `model.state_dict()`)."""
+    calls = index.derived("call_of_func", lambda: {c.node.func: c.node for c in reversed(index.calls)})
+    return calls.get(use.node)  # type: ignore[no-any-return]
