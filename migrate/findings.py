@@ -1,10 +1,13 @@
 """The stable finding codes. Each code means one thing forever; README.md documents them all.
 
 MIG0xx: what was done to the file as a whole. MIG1xx: a manual step left for the user.
-MIG9xx: the tool failed on this file.
+MIG9xx: the tool failed on this file. The codes here are shared by every target; a code only one
+target can report is that target's own (`Target.codes`), declared beside its steps.
 """
 
 from __future__ import annotations
+
+from functools import lru_cache
 
 from migrate.model import Finding, Severity
 
@@ -45,7 +48,20 @@ CODES: dict[str, tuple[Severity, str]] = {
 }
 
 
+@lru_cache(maxsize=1)
+def all_codes() -> dict[str, tuple[Severity, str]]:
+    """The shared codes and every target's own (a code is declared once, by one of them)."""
+    from migrate.targets import REGISTRY
+
+    codes = dict(CODES)
+    for target in REGISTRY:
+        for code, meaning in target.codes.items():
+            assert code not in codes, f"{code} is declared twice"
+            codes[code] = meaning
+    return codes
+
+
 def finding(code: str, message: str, line: int = 0, col: int = 0) -> Finding:
     """A Finding with the severity its code always has."""
-    severity, _ = CODES[code]
+    severity, _ = all_codes()[code]
     return Finding(code=code, severity=severity, message=message, line=line, col=col)

@@ -96,3 +96,11 @@ def test_a_script_on_another_framework_is_named_and_left_alone() -> None:
     script = SCRIPT.replace("model = nn.DataParallel(model)\n", "import deepspeed\nmodel, optimizer, _, _ = deepspeed.initialize(model=model)\n")
     assert migrate_source(script, "ddp").findings[0].message == "uses DeepSpeed; left unchanged"
     assert migrate_source(script, "deepspeed").findings[0].message == "already uses DeepSpeed; left unchanged"
+
+
+def test_the_readme_documents_every_finding_code_with_its_severity() -> None:
+    from migrate.findings import all_codes
+
+    readme = (ROOT / "README.md").read_text()
+    for code, (severity, _meaning) in all_codes().items():
+        assert f"| {code} | {severity.value} |" in readme, code

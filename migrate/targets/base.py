@@ -7,7 +7,8 @@ FSDP and Horovod) is declared by the target, so a new target is one file plus it
 - its conversion, imported on first use so the CLI starts without libcst: the runtime that spells
   rank, world size and setup (migrate.runtime), the model wrapper, the ordered steps, the files it
   renders beside the script;
-- what a run over several scripts settles together (DeepSpeed: one config per folder).
+- what a run over several scripts settles together (DeepSpeed: one config per folder);
+- the finding codes only it reports (migrate.findings holds the shared ones).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from migrate.model import Artifact, FileResult, InputError, Options
+from migrate.model import Artifact, FileResult, InputError, Options, Severity
 
 if TYPE_CHECKING:
     from migrate.options import OptionProblem
@@ -55,6 +56,7 @@ class Target:
     replaces: frozenset[str] = frozenset()  # frameworks found in a script that the conversion takes over
     launcher: str | None = None  # what runs the converted script: "torchrun", "deepspeed"; None: python
     settle: Settle | None = None
+    codes: Mapping[str, tuple[Severity, str]] = field(default_factory=dict)  # finding codes only this target reports
     available: bool = True
 
     def already(self, frameworks: list[str]) -> str | None:
