@@ -8,6 +8,7 @@ from __future__ import annotations
 from migrate.targets.base import Target, planned
 from migrate.targets.ddp import DDP
 from migrate.targets.deepspeed import DEEPSPEED
+from migrate.targets.dp import DP
 
 REGISTRY: tuple[Target, ...] = (
     DDP,
@@ -15,8 +16,7 @@ REGISTRY: tuple[Target, ...] = (
     planned("fsdp", "FSDP2, fully sharded data parallel", {"torch.distributed.fsdp.fully_shard": "FSDP",
                                                            "torch.distributed.fsdp.FullyShardedDataParallel": "FSDP"}),
     planned("horovod", "Horovod", {"horovod.torch.init": "Horovod"}),
-    planned("dp", "nn.DataParallel, one process driving several GPUs", {"torch.nn.DataParallel": "nn.DataParallel",
-                                                                         "torch.nn.parallel.DataParallel": "nn.DataParallel"}),
+    DP,
 )
 
 # Frameworks no target converts to, recognised so that a script on one is left alone.

@@ -1,0 +1,44 @@
+# `generate` is called on an untrained baseline (a bare module) and on the trained model (the
+# wrapped one): inside it the custom method is reached either way.
+import torch
+from torch import nn
+
+
+class TinyLM(nn.Module):
+    def __init__(self, vocab=16, width=8):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, width)
+        self.head = nn.Linear(width, vocab)
+
+    def forward(self, tokens):
+        return self.head(self.embed(tokens))
+
+    def next_token(self, tokens):
+        return self.forward(tokens)[:, -1].argmax(-1, keepdim=True)
+
+
+def generate(model, tokens, steps=3):
+    with torch.no_grad():
+        for _ in range(steps):
+            tokens = torch.cat([tokens, getattr(model, "module", model).next_token(tokens)], dim=1)
+    return tokens
+
+
+def main():
+    model = TinyLM()
+    model = nn.DataParallel(model)  # splits each batch across the GPUs
+    baseline = TinyLM()
+    print(generate(baseline, torch.zeros(1, 1, dtype=torch.long)))
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    for step in range(20):
+        tokens = torch.randint(0, 16, (8, 5))
+        logits = model(tokens[:, :-1])
+        loss = nn.functional.cross_entropy(logits.reshape(-1, 16), tokens[:, 1:].reshape(-1))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    print(generate(model, torch.zeros(1, 1, dtype=torch.long)))
+
+
+if __name__ == "__main__":
+    main()
