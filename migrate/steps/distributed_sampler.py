@@ -94,6 +94,11 @@ def _shard(ctx: Context, site: LoaderSite) -> bool | None:
         return None
     dataset = argument(call, "dataset", 0)
     if dataset is None:
+        unpacked = _unpacked_kwargs(call)
+        through = f"through `**{ctx.code(unpacked)}`" if unpacked is not None else "in a way this tool cannot see"
+        ctx.report("MIG101", f"this DataLoader gets its dataset {through}, so no DistributedSampler was added: every "
+                   "rank would read all of it; pass sampler=DistributedSampler(<the dataset>, shuffle=...) instead of "
+                   "shuffle", call)
         return None
     streaming = streaming_origin(ctx.index, dataset.value, site.call.place.scope, site.call.place.stmt)
     if streaming is not None:
@@ -136,7 +141,8 @@ def _shard(ctx: Context, site: LoaderSite) -> bool | None:
             if arg.star == "**" and not placed:
                 args.append(_sampler_arg(args, new_sampler))
                 placed = True
-            if keyword == "batch_size" and ctx.options.keep_global_batch:
+            is_batch = keyword == "batch_size" or (keyword is None and not arg.star and position == 1)
+            if is_batch and ctx.options.keep_global_batch:
                 arg = arg.with_changes(value=expression(_per_rank_batch(ctx.code(arg.value), arg.value, world)))
             args.append(arg)
         rewritten = updated.with_changes(args=args)

@@ -31,8 +31,9 @@ def same_split(ctx: Context) -> None:
 
 
 def _seeded_before(ctx: Context, split: CallSite, seeds: list[CallSite]) -> bool:
-    """A `torch.manual_seed(...)` at module level, or earlier in the split's own function, makes
-    every rank draw the same split already."""
+    """A `torch.manual_seed(...)` earlier in the split's own scope, or at module level for a split
+    in a function (module-level code runs first), makes every rank draw the same split already."""
     line = ctx.position(split.node)[0]
-    return any(seed.place.scope.is_module or (seed.place.scope is split.place.scope and ctx.position(seed.node)[0] < line)
-               for seed in seeds)
+    in_function = not split.place.scope.is_module
+    return any((in_function and seed.place.scope.is_module)
+               or (seed.place.scope is split.place.scope and ctx.position(seed.node)[0] < line) for seed in seeds)

@@ -4,8 +4,6 @@ own sampler are left whole."""
 
 from __future__ import annotations
 
-import pytest
-
 from migrate.steps.distributed_sampler import distributed_sampler
 from tests.steps.helpers import run_step
 
@@ -110,19 +108,17 @@ def test_a_loader_with_its_own_sampler_is_kept_and_reported() -> None:
     assert result.codes == [("MIG102", 6)]
 
 
-@pytest.mark.xfail(strict=True, reason="keep_global_batch ignores a positional batch size: DataLoader(dataset, 8) "
-                   "keeps 8 per rank, so the global batch grows with the world size, and nothing is reported")
 def test_keep_global_batch_divides_a_positional_batch_size_too() -> None:
     result = run_step(distributed_sampler, SCRIPT.replace("batch_size=8", "8"), keep_global_batch=True)
     assert "max(1, 8 // dist.get_world_size())" in result.added[0]
 
 
-@pytest.mark.xfail(strict=True, reason="DataLoader(**loader_args) with the dataset inside the dict gets no sampler "
-                   "and no finding: every rank silently trains on the whole dataset")
 def test_a_loader_built_from_a_dict_is_sharded_or_reported() -> None:
     script = SCRIPT.replace(
         "    loader = DataLoader(dataset, batch_size=8, shuffle=True)\n",
         "    loader_args = dict(dataset=dataset, batch_size=8, shuffle=True)\n    loader = DataLoader(**loader_args)\n",
     )
     result = run_step(distributed_sampler, script)
-    assert result.text != result.source or result.findings
+    assert result.text == result.source
+    assert [code for code, _line in result.codes] == ["MIG101"]
+    assert "gets its dataset through `**loader_args`" in result.findings[0].message

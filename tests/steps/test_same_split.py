@@ -3,8 +3,6 @@ the same way; a split that is seeded already is left as it is."""
 
 from __future__ import annotations
 
-import pytest
-
 from migrate.steps.same_split import same_split
 from tests.steps.helpers import run_step
 
@@ -86,8 +84,6 @@ for x, y in loader:
 """
 
 
-@pytest.mark.xfail(strict=True, reason="any module-level torch.manual_seed counts as seeding the split, even one "
-                   "that runs after a module-level random_split: the ranks then split differently, unreported")
 def test_a_module_level_seed_after_a_module_level_split_does_not_count() -> None:
     result = run_step(same_split, MODULE_LEVEL)
     assert result.added == [
