@@ -125,7 +125,8 @@ def _planned_command(target: Target) -> None:
     """A target that is planned: listed in --help, so users see what is coming, and refused."""
 
     def planned(paths: Annotated[Optional[list[str]], typer.Argument(metavar="PATH...", hidden=True)] = None) -> None:
-        built = " and ".join(f"to-{name}" for name in available())
+        names = [f"to-{name}" for name in available()]
+        built = ", ".join(names[:-1]) + f" and {names[-1]}" if len(names) > 1 else names[0]
         _error(f"to-{target.name} ({target.framework}) is planned and not available yet; nothing was changed. "
                f"Available now: {built}")
         raise typer.Exit(EXIT_BAD_INPUT)
@@ -398,5 +399,32 @@ def _error(message: str) -> None:
     _stderr(f"migrate: {message}\n")
 
 
+# click's base of usage errors, whether typer vendors click (0.29: typer._click) or depends on it
+CLICK_EXCEPTION = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+
+
 def main() -> None:
-    app(prog_name="migrate")
+    """Run the command line. A usage error reads as click writes it, or, under `--report json`, as
+    the one JSON document stderr holds then (code MIG900), so a CI step can always parse it."""
+    command = typer.main.get_command(app)
+    try:
+        status = command.main(prog_name="migrate", standalone_mode=False)
+    except CLICK_EXCEPTION as error:
+        if _json_requested(sys.argv[1:]):
+            entry = {"path": "", "line": 0, "col": 0, "code": "MIG900", "severity": "error",
+                     "message": f"usage: {error.format_message()}"}
+            _stderr(json.dumps([entry], indent=2) + "\n")
+        else:
+            error.show()
+        sys.exit(error.exit_code)
+    except typer.Abort:
+        _error("interrupted")
+        sys.exit(130)
+    sys.exit(status if isinstance(status, int) else EXIT_OK)
+
+
+def _json_requested(arguments: list[str]) -> bool:
+    """Whether the command line asks for `--report json` (either spelling), before any `--`."""
+    arguments = arguments[: arguments.index("--")] if "--" in arguments else arguments
+    pairs = zip(arguments, arguments[1:])
+    return "--report=json" in arguments or any(a == "--report" and b == "json" for a, b in pairs)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import stat
@@ -71,6 +72,16 @@ def test_check_with_a_broken_file_says_both_in_its_exit_status(project: Path) ->
     assert result.stdout.strip() == "train.py"
     assert "broken.py:1:" in result.stderr and "syntax error" in result.stderr
     assert migrate("to-ddp", "--check", "broken.py", cwd=project).returncode == 2
+
+
+def test_a_usage_error_under_report_json_is_the_one_json_document_on_stderr(tmp_path: Path) -> None:
+    result = migrate("to-ddp", "--report", "json", "--zero", "3", "train.py", cwd=tmp_path)
+    assert result.returncode == 2 and result.stdout == ""
+    entries = json.loads(result.stderr)
+    assert [(e["code"], e["severity"]) for e in entries] == [("MIG900", "error")]
+    assert "--zero" in entries[0]["message"]
+    plain = migrate("to-ddp", "--zero", "3", "train.py", cwd=tmp_path)
+    assert plain.returncode == 2 and "No such option: --zero" in plain.stderr and not plain.stderr.startswith("[")
 
 
 def test_missing_path_is_a_clear_error(tmp_path: Path) -> None:
