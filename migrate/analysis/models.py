@@ -456,7 +456,41 @@ def _direct_aliases(index: ScriptIndex, site: ModelSite) -> set[tuple[str, str]]
         uses_global = site.scope.is_module and site.spelling not in scope.params and id(scope) not in binding_scopes
         if uses_global:
             found.add((site.spelling, scope.name))
+    return found | _returned_to(index, site)
+
+
+def _returned_to(index: ScriptIndex, site: ModelSite) -> set[tuple[str, str]]:
+    """`model = main()` where main() ends with `return model` (or `losses, model = main()` with
+    `return losses, model`): the caller's name is the wrapped model too, unless the caller binds
+    that name again elsewhere."""
+    if site.scope.is_module:
+        return set()
+    positions = {_returned_position(r.value, site.spelling) for r in index.returns_under(site.scope.node) if r.value}
+    positions.discard(None)
+    found: set[tuple[str, str]] = set()
+    for call in calls_of(index, site.scope):
+        stmt = call.place.stmt
+        assign = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) else None
+        if not isinstance(assign, cst.Assign) or assign.value is not call.node or len(assign.targets) != 1:
+            continue
+        target = assign.targets[0].target
+        for position in positions:
+            element = target if position == -1 else (
+                target.elements[position].value if isinstance(target, cst.Tuple) and position < len(target.elements) else None)
+            name = spell(element) if element is not None else None
+            # a name the caller binds again (`model = GPTModel(...)` to reload) is not followed
+            if name is not None and len(index.bindings_of_in(name, call.place.scope)) == 1:
+                found.add((name, call.place.scope.name))
     return found
+
+
+def _returned_position(value: cst.BaseExpression, spelling: str) -> int | None:
+    """-1 when `return model`, k when the model is the k-th of a returned tuple, else None."""
+    if spell(value) == spelling:
+        return -1
+    if isinstance(value, cst.Tuple):
+        return next((k for k, e in enumerate(value.elements) if spell(e.value) == spelling), None)
+    return None
 
 
 def _receives(index: ScriptIndex, site: ModelSite, param: str, scope: Scope, direct: set[tuple[str, str]],
@@ -487,8 +521,11 @@ def _receives(index: ScriptIndex, site: ModelSite, param: str, scope: Scope, dir
     return MIXED if WRAPPED in kinds else OTHER
 
 
-def is_after(index: ScriptIndex, stmt: cst.BaseStatement, site: ModelSite) -> bool:
-    """Whether `stmt` runs after the wrapper is applied (statement order within the wrap's block)."""
+def is_after(index: ScriptIndex, stmt: cst.BaseStatement, site: ModelSite, seen: frozenset[int] = frozenset()) -> bool:
+    """Whether `stmt` runs after the wrapper is applied (statement order within the wrap's block).
+    A statement in a function defined in that block runs when the function is called: after the
+    wrap when one of its calls is (`def train(): model.init_hidden()` above `model = DDP(model)`,
+    called below it)."""
     anchor = site.wrap_before or site.wrap_after
     assert anchor is not None
     block, position = index.block_of[anchor]
@@ -496,7 +533,12 @@ def is_after(index: ScriptIndex, stmt: cst.BaseStatement, site: ModelSite) -> bo
     if top is None:
         return index.scope_of.get(stmt) is not site.scope
     at = index.block_of[top][1]
-    return at >= position if site.wrap_before is not None else at > position
+    after = at >= position if site.wrap_before is not None else at > position
+    if after or not isinstance(top, cst.FunctionDef) or id(top) in seen:
+        return after
+    function = index.scope_of.get(top.body.body[0]) if top.body.body else None
+    callers = calls_of(index, function) if function is not None and function.node is top else []
+    return any(is_after(index, call.place.stmt, site, seen | {id(top)}) for call in callers)
 
 
 # Methods that do not run a module's computation: seeing them is no sign of how it is trained.
@@ -540,7 +582,7 @@ def unwrappable(index: ScriptIndex, training: set[str], stepped: list[Stepped], 
     if module_call is not None:
         owner, use = module_call
         return [f"`{owner}` is called only through `{owner}.{use.node.attr.value}(...)` (line ", use.node, "), not through "
-                "its forward(): a wrapper only sees forward(), so its gradients would not be averaged; route the training "
+                "its forward(): a wrapper only sees forward(), so that work bypasses it; route the training "
                 "computation through forward(); the file is left unchanged"], use.node
     return ["no module this file builds is called in the training code (it may be built or run in another module); "
             "the file is left unchanged: wrap the trained module by hand"], fallback
@@ -553,7 +595,7 @@ def _trains_itself(index: ScriptIndex, optimizer: Stepped, owner: Owner) -> Expl
     short = method.name.rsplit(".", 1)[-1]
     return [f"`{optimizer.spelling}` holds the parameters of `{owner.scope.class_name}` itself (line ", owner.node,
             f") and is stepped inside its own method `{method.name}()`", *through, ": the module runs its forward and its "
-            "update where a wrapper around the instance never sees them, so its gradients would not be averaged; "
+            "update where a wrapper around the instance never sees them, so that work bypasses it; "
             "the file is left unchanged: call the instance (its forward) from the training code and step the "
             f"optimizer there instead of in `{short}()`"]
 
@@ -568,8 +610,8 @@ def _not_called(index: ScriptIndex, reached: set[str], owner: Owner, optimizer: 
         inside = _runs_inside(index, use, owner)
         runs: Explanation = [f", which runs `{index.module.code_for_node(inside.node)}(...)` (line ", inside.node, ")"] if inside else []
         return [f"{subject} (line ", owner.node, f"), which is called only through `{called}(...)` (line ", use.node, ")",
-                *runs, ", not through its forward(): a wrapper only sees forward(), so its gradients would not be "
-                "averaged; route the training computation through forward(); the file is left unchanged"], use.node
+                *runs, ", not through its forward(): a wrapper only sees forward(), so that work bypasses it; "
+                "route the training computation through forward(); the file is left unchanged"], use.node
     return [f"{subject} (line ", owner.node, "), which the training code of this file never calls by name (it may run through a "
             "container, a callback or another module); the file is left unchanged: wrap it by hand where its forward runs"], owner.node
 

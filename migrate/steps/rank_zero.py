@@ -200,7 +200,8 @@ def collective_call(ctx: Context, node: cst.CSTNode) -> cst.Call | None:
     models = {m.spelling for m in ctx.sites.models} | {m.spelling.removeprefix("self.") for m in ctx.sites.models}
     for inner in calls_in(node):
         name = spell(inner.func) or ""
-        if name in models or (any(spell(a.value) in models for a in inner.args) and not _only_reads(name)):
+        serializes = (index.qualify(inner.func) or "") in SAVES  # `torch.save(model, path)` pickles it: no forward
+        if name in models or (any(spell(a.value) in models for a in inner.args) and not _only_reads(name) and not serializes):
             return inner
         if (index.qualify(inner.func) or "").startswith("torch.distributed."):
             return inner

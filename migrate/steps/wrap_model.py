@@ -210,7 +210,7 @@ def _through_module(ctx: Context, use: AttributeUse, maybe_unwrapped: bool = Fal
     if use.called and method not in ("state_dict", "load_state_dict") and step_loops.intersection(use.place.loops):
         ctx.report(
             "MIG105",
-            f"`{ctx.code(owner)}.{method}(...)` runs the model outside its forward, bypassing gradient sync; "
+            f"`{ctx.code(owner)}.{method}(...)` runs the model outside its forward, bypassing the wrapper; "
             "if it computes the loss, route it through forward()",
             use.node,
         )

@@ -20,13 +20,12 @@ class TinyLM(nn.Module):
 def generate(model, tokens, steps=3):
     with torch.no_grad():
         for _ in range(steps):
-            tokens = torch.cat([tokens, getattr(model, "module", model).next_token(tokens)], dim=1)
+            tokens = torch.cat([tokens, model.next_token(tokens)], dim=1)
     return tokens
 
 
 def main():
     model = TinyLM()
-    model = nn.DataParallel(model)  # splits each batch across the GPUs
     baseline = TinyLM()
     print(generate(baseline, torch.zeros(1, 1, dtype=torch.long)))
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)

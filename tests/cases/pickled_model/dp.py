@@ -7,7 +7,6 @@ from torch.utils.data import DataLoader, TensorDataset
 
 def main():
     model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
-    model = nn.DataParallel(model)  # splits each batch across the GPUs
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
     loader = DataLoader(TensorDataset(torch.randn(64, 4), torch.randn(64, 1)), batch_size=8, shuffle=True)
     for epoch in range(2):
@@ -16,7 +15,7 @@ def main():
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
-    torch.save(model.module.to("cpu"), "model.pt")
+    torch.save(model.to("cpu"), "model.pt")
 
 
 if __name__ == "__main__":

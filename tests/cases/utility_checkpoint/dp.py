@@ -29,7 +29,6 @@ def main():
     val_loader = DataLoader(TensorDataset(x[1792:], y[1792:]), batch_size=256)
 
     model = nn.Sequential(nn.Linear(10, 32), nn.ReLU(), nn.Linear(32, 2))
-    model = nn.DataParallel(model)  # splits each batch across the GPUs
     criterion = nn.CrossEntropyLoss()
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
     scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(optimizer, factor=0.5, patience=2)
@@ -45,7 +44,7 @@ def main():
         scheduler.step(val_loss)
         is_best = val_loss < best
         best = min(best, val_loss)
-        save_checkpoint({"epoch": epoch, "state_dict": model.module.state_dict(), "best": best}, is_best)
+        save_checkpoint({"epoch": epoch, "state_dict": model.state_dict(), "best": best}, is_best)
 
 
 if __name__ == "__main__":
