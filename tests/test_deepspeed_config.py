@@ -34,7 +34,7 @@ def test_deepspeed_parses_every_golden_config(config_path: Path) -> None:
     assert config.train_batch_size == config.train_micro_batch_size_per_gpu * config.gradient_accumulation_steps
     assert config.zero_optimization_stage == values["zero_optimization"]["stage"]
     assert config.gradient_clipping == values["gradient_clipping"]
-    assert "auto" not in config_path.read_text()
+    assert '"auto"' not in config_path.read_text()
 
 
 @pytest.mark.parametrize("options_path", OPTION_CASES, ids=lambda p: p.name.removesuffix(".options.json"))
@@ -53,13 +53,15 @@ def test_values_come_from_the_script() -> None:
     assert config["train_micro_batch_size_per_gpu"] == 16  # argparse default of --batch-size
     assert config["gradient_accumulation_steps"] == 2  # --accum-steps
     assert config["gradient_clipping"] == 1.0  # --max-grad-norm
-    assert config["fp16"]["enabled"] is True  # the script's GradScaler
+    assert config["torch_autocast"] == {"enabled": True, "dtype": "float16"}  # the script's GradScaler: torch AMP
+    assert not config["fp16"]["enabled"] and not config["bf16"]["enabled"]  # DeepSpeed's own modes cast the weights
     for line in ('ds_config["train_micro_batch_size_per_gpu"] = args.batch_size',
                  'ds_config["gradient_accumulation_steps"] = args.accum_steps',
                  'ds_config["gradient_clipping"] = args.max_grad_norm',
-                 'ds_config["fp16"]["enabled"] = use_amp'):
+                 'ds_config["torch_autocast"]["enabled"] = use_amp'):
         assert line in result.new
-    assert "clip_grad_norm_(" not in result.new and "GradScaler(" not in result.new and "autocast(" not in result.new
+    assert "clip_grad_norm_(" not in result.new and "GradScaler(" not in result.new
+    assert "with torch.autocast(device_type=device.type, dtype=torch.float16, enabled=use_amp):" in result.new  # kept
 
 
 def test_no_clipping_in_the_script_means_none_in_the_config() -> None:

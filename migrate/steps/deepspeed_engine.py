@@ -18,13 +18,15 @@ import os
 
 import libcst as cst
 
-from migrate.analysis.index import read_names
+from migrate.analysis.index import Scope, read_names
+from migrate.analysis.kinds import Kind, data_loaders, unbatched, value_kind
 from migrate.analysis.models import top_statement
 from migrate.analysis.optimizers import OptimizerSide
 from migrate.analysis.ordering import ModelOrdering, NoModelOrdering, Unordered, model_ordering
+from migrate.analysis.sites import LoaderSite
 from migrate.analysis.state_dicts import model_state_dicts
 from migrate.analysis.training import argument, contains
-from migrate.analysis.values import literal_value
+from migrate.analysis.values import dict_entry, literal_value
 from migrate.steps.base import Context, expression, statements
 from migrate.steps.wrap_model import remove_data_parallel, report_unwrapped_model, unwrap_later_uses
 from migrate.targets.deepspeed import CONFIG_NAME
@@ -113,10 +115,15 @@ class EngineConfig:
     micro_batch: object = 1
     accumulation: object = 1
     clipping: object = 0.0
-    fp16: bool = False
+    fp16: bool = False  # fp16/bf16: the script's mixed precision, run by the config's torch_autocast
     bf16: bool = False
     accumulates: bool = False
     overrides: list[tuple[str, str]] = dataclasses.field(default_factory=list)  # (JSON key code, script's code)
+
+    @property
+    def precision(self) -> str:
+        """The precision as `_precision` and `autocast_precision` spell it: fp16, bf16 or fp32."""
+        return "fp16" if self.fp16 else "bf16" if self.bf16 else "fp32"
 
 
 def _config_values(ctx: Context, engine: ModelOrdering) -> EngineConfig:
@@ -124,40 +131,17 @@ def _config_values(ctx: Context, engine: ModelOrdering) -> EngineConfig:
     values = EngineConfig(engine)
     overrides = values.overrides
 
-    def choose(key: str, json_key: str, candidates: list[cst.BaseExpression | str | None], default: object) -> None:
-        """The JSON gets the first candidate's value when it can be read statically, else
-        `default`; the script overrides it with the first candidate it can spell at the
-        engine's creation (candidates are the script's expression, then fallbacks as code)."""
-        first = candidates[0] if candidates else None
-        literal = literal_value(ctx.index, first) if isinstance(first, cst.BaseExpression) else None
-        if literal is None and isinstance(first, cst.Integer):
-            literal = f"a {len(first.value)}-digit number"  # too long to read: refused by _usable_config
-        setattr(values, key, literal if literal is not None else default)
-        if isinstance(first, (cst.Integer, cst.Float)):
-            return  # a number written in the call: the JSON says the same
-        for candidate in candidates:
-            if isinstance(candidate, str):
-                overrides.append((json_key, candidate))
-                return
-            if candidate is not None and _visible(ctx, candidate, engine):
-                overrides.append((json_key, ctx.code(candidate)))
-                return
-        if isinstance(first, cst.BaseExpression):
-            ctx.report("MIG116", f"`{ctx.code(first)}` is not known where the engine is created: ds_config.json "
-                       f"fixes {json_key} at {getattr(values, key)}; keep the two equal", engine.anchor)
+    batch, candidates, loader_problems = _micro_batch(ctx, engine)
+    _choose(ctx, values, "micro_batch", batch, candidates, 1, loader_problems)
 
-    loader = ctx.sites.loaders[0] if ctx.sites.loaders else None
-    batch = argument(loader.call.node, "batch_size", 1) if loader else None
-    loader_names = [f"{n}.batch_size" for n in _visible_loaders(ctx, engine)]
-    choose("micro_batch", '"train_micro_batch_size_per_gpu"', [batch.value if batch else None, *loader_names], 1)
-
-    factor = _accumulation_factor(ctx, engine)
-    choose("accumulation", '"gradient_accumulation_steps"', [factor], 1)
+    factor = _accumulation_read(ctx, engine)
+    _choose(ctx, values, "accumulation", factor, [factor], 1)
     values.accumulates = factor is not None
 
-    clip = engine.side.clip_calls[0].node if engine.side.clip_calls else None
-    max_norm = argument(clip, "max_norm", 1) if clip is not None else None
-    choose("clipping", '"gradient_clipping"', [max_norm.value if max_norm else None], 1.0 if max_norm else 0.0)
+    clip = engine.side.clip_calls[0] if engine.side.clip_calls else None
+    max_norm = argument(clip.node, "max_norm", 1) if clip is not None else None
+    norm = (max_norm.value, clip.place.scope) if max_norm is not None and clip is not None else None
+    _choose(ctx, values, "clipping", norm, [norm], 1.0 if max_norm else 0.0)
     if isinstance(values.clipping, int) and not isinstance(values.clipping, bool):
         values.clipping = float(values.clipping)
 
@@ -165,7 +149,7 @@ def _config_values(ctx: Context, engine: ModelOrdering) -> EngineConfig:
     values.fp16 = precision == "fp16"
     values.bf16 = precision == "bf16"
     if precision in ("fp16", "bf16") and enabled is not None and _visible(ctx, enabled, engine):
-        overrides.append((f'"{precision}"]["enabled"', ctx.code(enabled)))
+        overrides.append((AUTOCAST_SWITCH, ctx.code(enabled)))
     return values
 
 
@@ -173,6 +157,115 @@ CONFIG_SOURCES = {
     "micro_batch": ("train_micro_batch_size_per_gpu", "the training DataLoader's batch_size"),
     "accumulation": ("gradient_accumulation_steps", "the accumulation factor in the `if ... % n` test"),
 }
+
+JSON_KEYS = {key: json_key for key, (json_key, _source) in CONFIG_SOURCES.items()} | {"clipping": "gradient_clipping"}
+
+Read = tuple[cst.BaseExpression, Scope]  # an expression of the script, and the scope it is read in
+
+
+def _choose(ctx: Context, values: EngineConfig, key: str, source: Read | None, candidates: list[Read | str | None],
+            default: object, loader_problems: list[str] | None = None) -> None:
+    """The JSON gets the number the script always gives `source` (followed by analysis.values
+    through names, parameters, dict entries and argparse defaults), else `default`; the script
+    overwrites it with the first candidate that holds a number and can be spelled where the
+    engine is created (its own expression, or a DataLoader's `.batch_size` given as code). When
+    none can, MIG116 says what was seen."""
+    literal = _json_number(ctx, source)
+    setattr(values, key, literal if literal is not None else default)
+    if source is not None and isinstance(source[0], (cst.Integer, cst.Float)):
+        return  # a number written in the script: the JSON says the same
+    json_key = JSON_KEYS[key]
+    problems: list[str] = []
+    for candidate in candidates:
+        code = candidate if isinstance(candidate, str) else _override_code(ctx, candidate, values.engine, problems)
+        if code is not None:
+            values.overrides.append((f'"{json_key}"', code))
+            return
+    problems += loader_problems or []
+    if problems:
+        ctx.report("MIG116", "; ".join(problems) + f': ds_config.json fixes "{json_key}" at {getattr(values, key)}; '
+                   "keep the two equal", values.engine.anchor)
+
+
+def _json_number(ctx: Context, source: Read | None) -> object:
+    """The number the script always gives `source` (None when not one); a literal too long to read
+    is described instead, for _usable_config to refuse."""
+    if source is None:
+        return None
+    expr, scope = source
+    literal = literal_value(ctx.index, expr, scope)
+    if literal is None and isinstance(expr, cst.Integer):
+        return f"a {len(expr.value)}-digit number"
+    return literal
+
+
+def _override_code(ctx: Context, candidate: Read | None, engine: ModelOrdering, problems: list[str]) -> str | None:
+    """The script's code for a candidate that holds a number and is defined where the engine is
+    created; None (with the reason added to `problems`) for any other."""
+    if candidate is None:
+        return None
+    expr, _scope = candidate
+    problem = _not_a_number(ctx, candidate)
+    if problem is None and not _visible(ctx, expr, engine):
+        problem = f"`{ctx.code(expr)}` is not known where the engine is created"
+    if problem is not None:
+        problems.append(problem)
+        return None
+    return ctx.code(expr)
+
+
+def _not_a_number(ctx: Context, candidate: Read) -> str | None:
+    """Why an expression cannot hold a batch size, a factor or a norm: its value is known to be a
+    tensor, a dataset, a module, a DataLoader or None, or it reads an attribute of one of those
+    or of a number (`BATCH.batch_size`). None when it may hold a number."""
+    expr, scope = candidate
+    kind = value_kind(ctx.index, expr, scope)
+    if kind is not None and kind is not Kind.NUMBER:
+        return f"`{ctx.code(expr)}` is {kind.value}, not a number"
+    if not isinstance(expr, cst.Attribute):
+        return None
+    owner = value_kind(ctx.index, expr.value, scope)
+    if owner is not None and owner is not Kind.DATA_LOADER:
+        return f"`{ctx.code(expr)}` reads `{expr.attr.value}` of {owner.value}"
+    return None
+
+
+def _micro_batch(ctx: Context, engine: ModelOrdering) -> tuple[Read | None, list[Read | str | None], list[str]]:
+    """The training DataLoader's batch size, the candidates that override it (its expression
+    when written in the call, and the DataLoaders' `.batch_size` where the engine is created), and
+    why the training loader names seen there are not such DataLoaders."""
+    loader = ctx.sites.loaders[0] if ctx.sites.loaders else None
+    batch, written = _loader_batch(ctx, loader) if loader else (None, True)
+    names, problems = _visible_loaders(ctx, engine)
+    spelled: list[Read | str | None] = [f"{n}.batch_size" for n in names]
+    return batch, [batch, *spelled] if written else [*spelled, batch], problems
+
+
+def _loader_batch(ctx: Context, loader: LoaderSite) -> tuple[Read | None, bool]:
+    """The training DataLoader's batch size as the script writes it, and whether it is written in
+    the call itself (else it is the entry of a dict literal passed as `**kwargs`). None when not
+    given (DataLoader's default, 1) or `batch_size=None` (the loader makes no batches)."""
+    call = loader.call
+    batch = argument(call.node, "batch_size", 1)
+    if batch is not None:
+        none = isinstance(batch.value, cst.Name) and batch.value.value == "None"
+        return (None if none else (batch.value, call.place.scope)), True
+    for arg in call.node.args:
+        if arg.star == "**":
+            entries = dict_entry(ctx.index, arg.value, "batch_size", call.place.scope) or []
+            if len(entries) == 1:
+                return entries[0], False
+    return None, True
+
+
+def _accumulation_read(ctx: Context, engine: ModelOrdering) -> Read | None:
+    """The accumulation factor (`_accumulation_factor`) with the scope it is read in (that of the
+    backward it counts)."""
+    factor = _accumulation_factor(ctx, engine)
+    for accumulation in ctx.sites.accumulations:
+        if accumulation.factor is factor:
+            return factor, ctx.index.scope_of[accumulation.last]
+    return None
 
 
 def _usable_config(ctx: Context, values: EngineConfig, engine: ModelOrdering) -> bool:
@@ -201,28 +294,56 @@ def _accumulation_factor(ctx: Context, engine: ModelOrdering) -> cst.BaseExpress
     return None
 
 
+# The script's switch overwrites torch_autocast.enabled (not fp16/bf16.enabled: see engine_calls)
+AUTOCAST_SWITCH = '"torch_autocast"]["enabled"'
+
+
 def _precision(ctx: Context, side: OptimizerSide) -> tuple[str, cst.BaseExpression | None]:
-    """The precision to ask DeepSpeed for, and the script's own on/off switch for it."""
+    """The precision to ask DeepSpeed for ("fp16", "bf16", "fp32"), and the script's own on/off
+    switch for it: the GradScaler's `enabled=`, else that of an autocast block of that precision."""
     chosen = ctx.options.precision
-    enabled = None
-    for binding in side.scaler_bindings:
-        if isinstance(binding.value, cst.Call):
-            switch = argument(binding.value, "enabled", 99)
-            enabled = switch.value if switch is not None else None
-    if chosen != "auto":
-        return chosen, enabled
+    precision = chosen if chosen != "auto" else _script_precision(side)
+    calls = [b.value for b in side.scaler_bindings]
+    calls += [block.items[0].item for block in side.autocast_blocks if autocast_precision(block) == precision]
+    switches = [argument(call, "enabled", 99) for call in calls if isinstance(call, cst.Call)]
+    return precision, next((switch.value for switch in switches if switch is not None), None)
+
+
+def _script_precision(side: OptimizerSide) -> str:
+    """A GradScaler means fp16; a bfloat16 autocast without one bf16; anything else fp32."""
     if side.scaler_bindings:
-        return "fp16", enabled
-    for block in side.autocast_blocks:
-        if contains(block.items[0].item, lambda n: isinstance(n, cst.Attribute) and n.attr.value == "bfloat16"):
-            return "bf16", None
-    return "fp32", None
+        return "fp16"
+    if any(autocast_precision(block) == "bf16" for block in side.autocast_blocks):
+        return "bf16"
+    return "fp32"
 
 
-def _visible_loaders(ctx: Context, engine: ModelOrdering) -> list[str]:
-    """Training loader spellings that exist where the engine is created."""
+def autocast_precision(block: cst.With) -> str:
+    """The precision an autocast block computes in: bf16 when it names torch.bfloat16, else fp16."""
+    bfloat16 = contains(block.items[0].item, lambda n: isinstance(n, cst.Attribute) and n.attr.value == "bfloat16")
+    return "bf16" if bfloat16 else "fp16"
+
+
+def _visible_loaders(ctx: Context, engine: ModelOrdering) -> tuple[list[str], list[str]]:
+    """Training loader spellings defined where the engine is created whose `.batch_size` is the
+    batch size (a DataLoader that batches: analysis.kinds), and why each other one seen there is not."""
     names = set(ctx.sites.training_loader_names) | {site.spelling for site in ctx.sites.loaders if site.spelling}
-    return sorted(n for n in names if _visible(ctx, expression(n), engine))
+    visible = sorted(n for n in names if _visible(ctx, expression(n), engine))
+    problems = {n: _loader_problem(ctx, n, engine) for n in visible}
+    return [n for n in visible if problems[n] is None], [p for p in problems.values() if p is not None]
+
+
+def _loader_problem(ctx: Context, name: str, engine: ModelOrdering) -> str | None:
+    """Why `name.batch_size`, read where the engine is created, is not the batch size: the name
+    is not known to be a DataLoader (a tensor, a dataset, another module's loader, a torchtext
+    iterator), or is one whose `.batch_size` is None. None when it is the batch size."""
+    spelled = expression(name)
+    loaders = data_loaders(ctx.index, spelled, engine.model.scope)
+    if loaders is None:
+        kind = value_kind(ctx.index, spelled, engine.model.scope)
+        return f"`{name}` is {kind.value}, not a DataLoader" if kind else f"`{name}` is not known to be a DataLoader"
+    reasons = [reason for reason in map(unbatched, loaders) if reason is not None]
+    return f"`{name}` is a DataLoader with {reasons[0]}" if reasons else None
 
 
 def _visible(ctx: Context, expression: cst.BaseExpression, engine: ModelOrdering) -> bool:

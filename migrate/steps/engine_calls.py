@@ -1,21 +1,63 @@
 """The engine runs the optimizer side of each step: `loss.backward()` -> `engine.backward(loss)`,
 `optimizer.step()` -> `engine.step()`, `zero_grad()` removed (the engine clears gradients).
 
-What the engine takes over from the script goes: AMP's GradScaler and autocast blocks (the
-config's fp16/bf16 does that), `clip_grad_norm_` (the config's gradient_clipping). With gradient
-accumulation the engine counts micro-steps itself, so `engine.step()` runs after every backward
-and the script's own `loss / accum_steps` is kept (`scale_wrt_gas=False`).
+What the engine takes over from the script goes: AMP's GradScaler (DeepSpeed scales the loss
+itself), `clip_grad_norm_` (the config's gradient_clipping).
+
+Mixed precision is DeepSpeed's `torch_autocast` config section, never its `fp16`/`bf16` modes.
+Those cast the module's weights to half precision when the engine is built
+(deepspeed/runtime/engine.py `_configure_distributed_model` -> `_cast_module_mixed_precision`) and
+leave the inputs alone (only `fp16.auto_cast` casts them, and bf16 has no such switch), so a
+script written for torch AMP, whose batches stay float32, fails in its first Linear (`mat1 and
+mat2 must have the same dtype`). `torch_autocast` is torch AMP itself: the weights and the
+optimizer stay float32, the engine runs its forward under `torch.autocast` with the config's dtype
+(engine.py `forward` -> runtime/torch_autocast.py `autocast_if_enabled`), and for float16 the ZeRO
+optimizers, or the engine without ZeRO, keep a `torch.amp.GradScaler` of their own. DeepSpeed
+0.19.8 does not refuse fp16/bf16 together with torch_autocast, but its design (PR #6993) keeps
+them apart, and with fp16 a ZeRO optimizer would hold two loss scalers; so both stay off.
+
+The script's own autocast block is kept when it computes in the config's precision: inside the
+engine's forward the config decides anyway (autocast_if_enabled switches to its dtype), and what
+the block holds outside the forward, the loss above all, keeps the precision it had (a
+cross-entropy on bfloat16 logits is upcast to float32 by autocast, not outside it). A block of
+another precision (`--fp32`, or `--fp16` on a bfloat16 script) is removed: the config alone
+decides. The script's `enabled=` switch overwrites `torch_autocast.enabled`.
+
+DeepSpeed 0.19.8's ZeRO optimizers (stages 1-3) mishandle the float16 GradScaler: a step that
+overflows returns before the scaler's `update()` (stage_1_and_2.py and stage3.py `step`), so the
+scale never backs off and every later step is skipped too, and clipping divides the scaled norm by
+DeepSpeed's own loss scale (1.0), not the scaler's. Without ZeRO the engine unscales, clips, steps
+and updates as torch AMP does. So float16 under ZeRO is reported (MIG126); bfloat16 needs no scaler.
+
+With gradient accumulation the engine runs `engine.step()` after every backward and steps the
+optimizer only on an accumulation boundary; the script's own `loss / accum_steps` is kept
+(`scale_wrt_gas=False`). The boundary is the script's own `if` test, handed to
+`engine.set_gradient_accumulation_boundary(...)` before each backward: the engine's own count
+(`(micro_steps + 1) % gradient_accumulation_steps`, engine.py `is_gradient_accumulation_boundary`)
+runs on across epochs while a test on the loop's step restarts each epoch, so with epochs of a
+length that is not a multiple of N the two step at different micro-steps. With the boundary set,
+backward reduces the gradients only at the boundary (or partitions them every micro-step, ZeRO
+2/3) and `step()` updates only there, however many micro-steps the window held: an epoch's
+leftover micro-steps are added to the next epoch's first update, as the original does when it
+does not clear them. A `zero_grad()` that clears them (one at the start of each epoch) has no
+DeepSpeed counterpart, and a test that cannot be read before the backward keeps the engine's count:
+both are reported (MIG126).
 """
 
 from __future__ import annotations
 
 import libcst as cst
 
-from migrate.analysis.index import Binding, CallSite, child_nodes, read_names
+from migrate.analysis.index import Binding, CallSite, child_nodes, descendants, read_names, spell
 from migrate.analysis.models import aliases
+from migrate.analysis.sites import Accumulation
+from migrate.analysis.training import calls_in
 from migrate.rewrite import small_statement_holding
-from migrate.steps.base import Context, expression, statement
-from migrate.steps.deepspeed_engine import EngineConfig
+from migrate.steps.base import Context, expression, statement, statements
+from migrate.steps.deepspeed_engine import EngineConfig, autocast_precision
+
+# calls a boundary test may make twice (once more before the backward) without changing anything
+PURE_CALLS = frozenset({"len", "int", "float", "min", "max", "abs", "round"})
 
 
 def engine_calls(ctx: Context) -> None:
@@ -27,6 +69,7 @@ def engine_calls(ctx: Context) -> None:
     names = aliases(ctx.index, engine.model)
     backward_tops: dict[cst.CSTNode, cst.BaseStatement] = {}  # scope (not its name: two may share one) -> backward
     handled: set[cst.BaseStatement] = set()  # statements that no longer read what they read
+    followed: set[int] = set()  # accumulations whose boundary is set (two backwards may share one)
     for call in ctx.sites.backward_calls:
         spelled = _engine_in(names, call)
         if spelled is None:
@@ -38,6 +81,8 @@ def engine_calls(ctx: Context) -> None:
         ctx.plan.replace_with(call.node, new)
         backward_tops[call.place.scope.node] = call.place.stmt
         handled.add(call.place.stmt)
+        if accumulates:
+            _follow_window(ctx, spelled, call, config, followed)
     for call in side.step_calls:
         if _step(ctx, call, names, backward_tops):
             handled.add(call.place.stmt)
@@ -48,7 +93,9 @@ def engine_calls(ctx: Context) -> None:
     for binding in side.scaler_bindings:
         _remove_scaler(ctx, binding, handled)
     for block in side.autocast_blocks:
-        ctx.plan.splice(block)
+        if autocast_precision(block) != config.precision:
+            ctx.plan.splice(block)  # the config's torch_autocast decides alone
+    _report_fp16_under_zero(ctx, config)
     _remove_emptied_ifs(ctx)
 
 
@@ -82,10 +129,121 @@ def _step(ctx: Context, call: CallSite, names: set[tuple[str, str]], backward_to
     if backward_block is not None and ctx.index.block_of.get(stmt, (None,))[0] is backward_block[0]:
         ctx.plan.replace_with(call.node, expression(f"{spelled}.step()"))
         return True
-    # inside `if (step + 1) % n == 0:` — the engine decides when the optimizer steps
+    # inside `if (step + 1) % n == 0:` — the engine steps after every backward, on the boundary set before it
     ctx.plan.remove_part(stmt, call.node)
     ctx.plan.insert_after(_top_in_loop(ctx, backward), [statement(f"{spelled}.step()\n")])
     return True
+
+
+def _report_fp16_under_zero(ctx: Context, config: EngineConfig) -> None:
+    """MIG126 for float16 under ZeRO 1-3, whose GradScaler DeepSpeed 0.19.8 mishandles."""
+    if config.precision != "fp16" or ctx.options.zero == 0:
+        return
+    side = config.engine.side
+    node = side.scaler_bindings[0].node if side.scaler_bindings else config.engine.anchor
+    ctx.report("MIG126", "float16 runs under DeepSpeed's torch_autocast with its own GradScaler, which DeepSpeed 0.19.8 "
+               f"mishandles at ZeRO stage {ctx.options.zero}: a step that overflows does not lower the scale, so every "
+               "later step is skipped too (the loss stops moving), and clipping sees the scaled gradients; "
+               "train with --zero 0, or --bf16 where the GPUs have bfloat16", node)
+
+
+def _follow_window(ctx: Context, engine: str, backward: CallSite, config: EngineConfig, followed: set[int]) -> None:
+    """`engine.set_gradient_accumulation_boundary(<the script's test>)` before the backward of an
+    accumulating micro-step, so that the engine steps where the script's `if` does (MIG126 where it
+    cannot, or where the script drops gradients DeepSpeed keeps)."""
+    accumulation = _accumulation_of(ctx, backward, config)
+    if accumulation is None or id(accumulation) in followed:
+        return
+    followed.add(id(accumulation))
+    for call in _dropping_zero_grads(ctx, accumulation, config):
+        ctx.report("MIG126", f"`{ctx.code(call.node)}` drops the gradients of micro-steps whose accumulation window "
+                   "has not ended (an epoch's last ones, when its length is not a multiple of the accumulation "
+                   "steps); DeepSpeed has no call that drops them and adds them to the next update instead: for "
+                   "the same updates, make epochs a multiple of it or step on an epoch's last micro-step too "
+                   "(`... or step + 1 == len(loader)`)",
+                   call.node)
+    test = ctx.code(accumulation.condition)
+    problem = _unmovable(ctx, accumulation)
+    if problem is not None:
+        ctx.report("MIG126", f"`{test}` cannot be read before the backward ({problem}): DeepSpeed steps every "
+                   "gradient_accumulation_steps micro-steps by its own count, which does not restart with each "
+                   "epoch; updates differ from the script's when an epoch is not a multiple of them",
+                   accumulation.condition)
+        return
+    ctx.plan.insert_before(accumulation.last, statements(
+        "# the engine steps the optimizer when the script's own test holds (its own count runs on across epochs)\n"
+        f"{engine}.set_gradient_accumulation_boundary({test})\n"
+    ))
+
+
+def _accumulation_of(ctx: Context, backward: CallSite, config: EngineConfig) -> Accumulation | None:
+    """The engine's model's accumulation whose micro-step holds this backward."""
+    chain = ctx.index.enclosing_statements(backward.place.stmt)
+    for accumulation in ctx.sites.accumulations:
+        if accumulation.model == config.engine.model.spelling and accumulation.last in chain:
+            return accumulation
+    return None
+
+
+def _step_if(ctx: Context, accumulation: Accumulation) -> tuple[list[cst.BaseStatement], cst.If]:
+    """The statements from the one holding the backward up to the accumulation's `if`, and the `if`."""
+    block, position = ctx.index.block_of[accumulation.last]
+    between: list[cst.BaseStatement] = []
+    for stmt in block.body[position:]:
+        if isinstance(stmt, cst.If) and stmt.test is accumulation.condition:
+            return between, stmt
+        between.append(stmt)
+    raise AssertionError("analysis.accumulation found the `if` after the backward in the same block")
+
+
+def _unmovable(ctx: Context, accumulation: Accumulation) -> str | None:
+    """Why the `if`'s test would read something else before the backward, if it would: it calls
+    something that may change state, or the statements in between rebind what it reads."""
+    test = accumulation.condition
+    for call in calls_in(test):
+        if spell(call.func) not in PURE_CALLS:
+            return f"it calls `{ctx.code(call.func)}`"
+    reads = {spelled for node in descendants(test) if (spelled := spell(node)) is not None}
+    between, _ = _step_if(ctx, accumulation)
+    for stmt in between:
+        for bound in _bound_spellings(stmt):
+            if any(read == bound or read.startswith(f"{bound}.") or bound.startswith(f"{read}.") for read in reads):
+                return f"`{bound}` changes between the backward and the test"
+    return None
+
+
+def _bound_spellings(stmt: cst.CSTNode) -> set[str]:
+    """`a`, `self.n`... that a statement (or anything in it) assigns, augments or loops over."""
+    targets: list[cst.BaseExpression] = []
+    for node in descendants(stmt):
+        if isinstance(node, (cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.For, cst.NamedExpr)):
+            targets.append(node.target)
+        elif isinstance(node, cst.AsName) and isinstance(node.name, cst.BaseExpression):
+            targets.append(node.name)
+    found: set[str] = set()
+    while targets:
+        target = targets.pop()
+        if isinstance(target, (cst.Tuple, cst.List)):
+            targets.extend(element.value for element in target.elements)
+        elif isinstance(target, cst.StarredElement):
+            targets.append(target.value)
+        elif (spelled := spell(target)) is not None:
+            found.add(spelled)
+    return found
+
+
+def _dropping_zero_grads(ctx: Context, accumulation: Accumulation, config: EngineConfig) -> list[CallSite]:
+    """`zero_grad()` calls that clear gradients between two micro-steps outside the accumulation's
+    `if` (at the start of each epoch): the original drops an unfinished window there."""
+    backward_chain = ctx.index.enclosing_statements(accumulation.last)
+    loops = [s for s in backward_chain if isinstance(s, (cst.For, cst.While))]
+    _, step_if = _step_if(ctx, accumulation)
+    found = []
+    for call in config.engine.side.zero_grad_calls:
+        chain = ctx.index.enclosing_statements(call.place.stmt)
+        if step_if not in chain and any(loop in chain for loop in loops):
+            found.append(call)
+    return found
 
 
 def _remove_scaler(ctx: Context, binding: Binding, handled: set[cst.BaseStatement]) -> None:
@@ -97,7 +255,7 @@ def _remove_scaler(ctx: Context, binding: Binding, handled: set[cst.BaseStatemen
         ctx.plan.remove_part(binding.place.stmt, binding.node)
         return
     ctx.report("MIG004", f"`{binding.target} = ...` (the GradScaler) is kept because the script still reads it here; "
-               "DeepSpeed's fp16 scales the loss itself, so this scaler's values no longer describe training", read)
+               "DeepSpeed scales the loss itself (its own GradScaler), so this scaler's values no longer describe training", read)
 
 
 def _read_elsewhere(ctx: Context, name: str, handled: set[cst.BaseStatement]) -> cst.BaseStatement | None:

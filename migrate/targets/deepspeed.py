@@ -44,13 +44,15 @@ def ds_config_text(ctx: Context) -> str:
 
     values = ctx.recorded(EngineConfig)
     options = ctx.options
+    # mixed precision is DeepSpeed's torch_autocast section, never its fp16/bf16 modes, which cast
+    # the weights and leave the inputs fp32 (migrate.steps.engine_calls says why)
+    autocast = {"fp16": "float16", "bf16": "bfloat16"}.get(values.precision)
     text = render(
         "deepspeed/ds_config.json.j2",
         micro_batch=values.micro_batch,
         accumulation=values.accumulation,
         clipping=values.clipping,
-        fp16=values.fp16,
-        bf16=values.bf16,
+        autocast=autocast,
         stage=options.zero,
         offload_optimizer=_offload(options.offload_optimizer, options.nvme_path),
         offload_param=_offload(options.offload_param, options.nvme_path),
@@ -179,8 +181,8 @@ Zero = Annotated[int, typer.Option("--zero", min=0, max=3, metavar="0-3", help="
 OffloadOptimizer = Annotated[str, typer.Option("--offload-optimizer", metavar="none|cpu|nvme", help="Keep optimizer state in CPU memory or on NVMe (ZeRO 1-3).")]
 OffloadParam = Annotated[str, typer.Option("--offload-param", metavar="none|cpu|nvme", help="Keep weights in CPU memory or on NVMe (ZeRO 3 only).")]
 NvmePath = Annotated[str, typer.Option("--nvme-path", help="Folder on a local NVMe drive, for the nvme offloads.")]
-Bf16 = Annotated[bool, typer.Option("--bf16", help="Train in bfloat16 (config bf16.enabled).")]
-Fp16 = Annotated[bool, typer.Option("--fp16", help="Train in float16 with loss scaling (config fp16.enabled).")]
+Bf16 = Annotated[bool, typer.Option("--bf16", help="Train in bfloat16 autocast (config torch_autocast, weights stay fp32).")]
+Fp16 = Annotated[bool, typer.Option("--fp16", help="Train in float16 autocast with loss scaling (config torch_autocast; ZeRO 1-3: see MIG126).")]
 Fp32 = Annotated[bool, typer.Option("--fp32", help="Train in float32 even if the script uses AMP.")]
 ConfigOut = Annotated[Optional[str], typer.Option("--config-out", metavar="PATH", help="Where to write the DeepSpeed config, relative to the script's folder (default: ds_config.json beside it).")]
 Hosts = Annotated[Optional[str], typer.Option("--hosts", metavar="HOST:GPUS,...", help="Several nodes: write a hostfile and a multi-node launcher. Example: --hosts node1:8,node2:8")]
@@ -203,12 +205,14 @@ DEEPSPEED = Target(
     summary="DeepSpeed engine (ZeRO 0-3), launched by the deepspeed launcher.",
     description=(
         "deepspeed.initialize(model=..., optimizer=<your optimizer>) after both exist; engine.backward(loss)\n"
-        "and engine.step() replace loss.backward() and optimizer.step(); zero_grad, GradScaler, autocast and\n"
-        "clip_grad_norm_ go (the config does them); gradient accumulation and clipping move into\n"
+        "and engine.step() replace loss.backward() and optimizer.step(); zero_grad, GradScaler and\n"
+        "clip_grad_norm_ go (the engine and config do them); gradient accumulation and clipping move into\n"
         "ds_config.json, which the script reads and then overwrites with its own values (batch size,\n"
-        "accumulation steps...) so the two never disagree. Also accepts --local_rank from the launcher,\n"
+        "accumulation steps...) so the two never disagree; the engine steps where the script's own\n"
+        "accumulation test says. Also accepts --local_rank from the launcher,\n"
         "gathers weights on every rank before a rank-0 torch.save, and writes run_<script>_deepspeed.sh.\n"
-        "Precision follows the script (GradScaler: fp16; bfloat16 autocast: bf16) unless you choose one."
+        "Precision follows the script (GradScaler: fp16; bfloat16 autocast: bf16) unless you choose one,\n"
+        "as DeepSpeed's torch_autocast (weights stay fp32, the forward runs under autocast)."
     ),
     example="migrate to-deepspeed --zero 3 --offload-param cpu train.py > ds.patch",
     conversion=conversion,

@@ -64,7 +64,7 @@ def verify(script: str, options: VerifyOptions) -> VerifyResult:
         (converted_dir / name).write_text(conversion.new)
         for artifact in conversion.artifacts:
             Path(artifact.path).parent.mkdir(parents=True, exist_ok=True)
-            Path(artifact.path).write_text(artifact.text)
+            Path(artifact.path).write_text(partitioned(artifact.text) if artifact.path.endswith(".json") else artifact.text)
 
         original = launch_original(original_dir / name, work / "records" / "original", options)
         converted = launch_converted(converted_dir / name, work / "records" / "converted", options)
@@ -73,6 +73,20 @@ def verify(script: str, options: VerifyOptions) -> VerifyResult:
     finally:
         if not options.keep:
             shutil.rmtree(work, ignore_errors=True)
+
+
+def partitioned(config_text: str) -> str:
+    """A ZeRO-3 config that partitions every parameter for the check: DeepSpeed keeps tensors under
+    `stage3_param_persistence_threshold` (1e5 elements by default) whole on every rank, so a small
+    model would never meet what partitioning breaks (empty `p.numel()`, a forward on one rank)."""
+    import json
+
+    config = json.loads(config_text)
+    zero = config.get("zero_optimization", {})
+    if zero.get("stage") != 3:
+        return config_text
+    zero["stage3_param_persistence_threshold"] = 0
+    return json.dumps(config, indent=2) + "\n"
 
 
 def copy_folder(source: Path, destination: Path) -> Path:

@@ -80,15 +80,18 @@ def run_torchrun(script: Path, nproc: int, args: list[str], save: Path) -> Run:
 
 def run_deepspeed(script: Path, nproc: int, args: list[str], save: Path) -> Run:
     """The real `deepspeed` launcher; on CPU its accelerator is forced to the CPU (gloo)."""
+    return _finish(launch_deepspeed(script, nproc, [*args, "--save", str(save)]), save)
+
+
+def launch_deepspeed(script: Path, nproc: int, args: list[str]) -> subprocess.CompletedProcess[str]:
+    """`deepspeed script args` in the script's folder, as run_deepspeed, for a script without
+    `--save`: the finished process, whatever its exit status."""
     env = environment()
     if not os.environ.get("MIGRATE_TEST_CUDA"):
         env["DS_ACCELERATOR"] = "cpu"  # GPUs are hidden (environment()): DeepSpeed must not look for one
-    command = [
-        str(BIN / "deepspeed"), "--num_gpus", str(nproc), "--master_port", env["MASTER_PORT"],
-        str(script), *args, "--save", str(save),
-    ]
+    command = [str(BIN / "deepspeed"), "--num_gpus", str(nproc), "--master_port", env["MASTER_PORT"], str(script), *args]
     try:
-        return _finish(_launch(command, script.parent, env), save)
+        return _launch(command, script.parent, env)
     finally:
         remove_deepspeed_buffers(env["MASTER_PORT"])
 

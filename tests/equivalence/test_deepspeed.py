@@ -5,22 +5,35 @@ Reference: the original with batch 2B and no shuffling. Converted: 2 ranks x bat
 shuffling. amp_accum proves that gradient accumulation and clipping moved into the config
 (equal weights, not just "it ran"). The GAN is left unconverted by design (two engines), and
 says so (test_gan_is_left_unconverted).
+
+Stage 3 partitions every parameter: ZeRO-3 keeps a parameter of at most
+stage3_param_persistence_threshold elements (1e5 by default) whole on every rank, and the
+samples' largest has about 8k, so with the generated config stage 3 shards only what stage 2
+does. The test sets the threshold to 0 in the generated ds_config.json (the converted script
+reads it and overwrites only keys outside zero_optimization) and runs the script under
+zero3_probe.py, which records the parameters' state on each rank at each forward's start and
+after each optimizer step: assert_partitioned requires every one to be an empty shard after each
+step and at the forward that follows.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
 
 from migrate import Options, migrate_source
+from tests.equivalence import zero3_probe
 from tests.equivalence.harness import (
     SAMPLES,
     assert_loads_strictly,
     assert_same_weights,
     convert,
+    launch_deepspeed,
     run_deepspeed,
     run_python,
     sample_names,
@@ -32,6 +45,53 @@ pytestmark = pytest.mark.slow
 SAMPLES_CONVERTED = [name for name in sample_names() if name != "gan"]
 ARGS = ["--epochs", "2", "--no-shuffle"]
 _references: dict[str, object] = {}
+
+
+def partition_every_parameter(config_path: Path) -> Any:
+    """Set stage3_param_persistence_threshold to 0 in a generated ZeRO-3 config, so that no
+    parameter stays whole; the zero_optimization section as DeepSpeed reads it."""
+    from deepspeed.runtime.zero.config import DeepSpeedZeroConfig
+
+    config = json.loads(config_path.read_text())
+    config["zero_optimization"]["stage3_param_persistence_threshold"] = 0
+    config_path.write_text(json.dumps(config, indent=2))
+    zero = DeepSpeedZeroConfig(**config["zero_optimization"])
+    assert (zero.stage, zero.param_persistence_threshold) == (3, 0)
+    return zero
+
+
+def run_partitioned(script: Path, args: list[str], save: Path | None = None):  # type: ignore[no-untyped-def]
+    """`script` under zero3_probe.py (copied beside it) and the deepspeed launcher, 2 ranks:
+    run_deepspeed's Run when `save` is given, else the finished process (launch_deepspeed)."""
+    probe = script.parent / "zero3_probe.py"
+    shutil.copy(zero3_probe.__file__, probe)
+    if save is not None:
+        return run_deepspeed(probe, 2, [str(script), *args], save)
+    return launch_deepspeed(probe, 2, [str(script), *args])
+
+
+def assert_partitioned(folder: Path, zero: Any, nproc: int = 2) -> None:
+    """What zero3_probe.py recorded in `folder`, on every rank: no parameter of the model is
+    persistent, and after every optimizer step and at the start of the forward that follows it,
+    each one is NOT_AVAILABLE and empty (`p.numel() == 0`) while this rank keeps its own slice
+    (`ds_tensor`, about 1/nproc of `ds_numel`). So each training forward gathers every weight from
+    all ranks, and a weight read outside a forward is empty. (Forwards in a row without a step
+    between them, an evaluation's, may find the weights still gathered: DeepSpeed keeps what it
+    will use again soon, up to stage3_max_reuse_distance.)"""
+    records = zero3_probe.read_records(folder)
+    assert sorted(records) == list(range(nproc)), f"probe records from ranks {sorted(records)}"
+    for rank, events in records.items():
+        assert {e["event"] for e in events} == {"forward", "step"}, f"rank {rank}: {events[:3]}"
+        after_step = True  # the first forward comes after deepspeed.initialize partitioned everything
+        for e in events:
+            assert e["stage"] == 3 and e["params"] == e["zero_params"] > 0, e
+            assert e["persistent"] == 0, f"rank {rank}: parameters kept whole: {e}"
+            assert e["full_numel"] <= nproc * e["shard_numel"] < nproc * e["full_numel"], f"rank {rank}: {e}"
+            # DeepSpeed's limits on what is gathered at once leave the whole model room
+            assert zero.max_live_parameters >= e["full_numel"] and zero.prefetch_bucket_size >= e["full_numel"], zero
+            if e["event"] == "step" or after_step:
+                assert e["not_available"] == e["empty"] == e["params"] and e["held_numel"] == 0, f"rank {rank}: {e}"
+            after_step = e["event"] == "step"
 
 
 def reference(sample: str, folder: Path):  # type: ignore[no-untyped-def]
@@ -49,7 +109,12 @@ def test_deepspeed_sample_trains_like_the_original(sample: str, stage: int, tmp_
     _, converted = convert(sample, "deepspeed", tmp_path, Options(zero=stage))
     config = json.loads((tmp_path / "ds_config.json").read_text())
     assert config["zero_optimization"]["stage"] == stage
-    run = run_deepspeed(converted, 2, [*ARGS, "--batch-size", "8"], tmp_path / "ds.pt")
+    if stage == 3:
+        zero = partition_every_parameter(tmp_path / "ds_config.json")
+        run = run_partitioned(converted, [*ARGS, "--batch-size", "8"], tmp_path / "ds.pt")
+        assert_partitioned(tmp_path, zero)
+    else:
+        run = run_deepspeed(converted, 2, [*ARGS, "--batch-size", "8"], tmp_path / "ds.pt")
 
     assert_loads_strictly(run.weights, expected.weights)
     assert len(loss_lines(run.stdout + run.stderr)) == len(loss_lines(expected.stdout + expected.stderr))

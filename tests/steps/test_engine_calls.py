@@ -1,6 +1,7 @@
 """engine_calls (after deepspeed_engine, which creates the engine it rewrites to): backward and
-the optimizer step go through the engine; zero_grad, GradScaler, autocast and clipping go, since
-the engine and ds_config.json do that; with accumulation the engine steps after every backward."""
+the optimizer step go through the engine; zero_grad, GradScaler and clipping go, since the engine
+and ds_config.json do that (an autocast block of the config's precision stays); with accumulation
+the engine steps after every backward, on the script's own boundaries (test_engine_calls_windows)."""
 
 from __future__ import annotations
 
@@ -69,10 +70,11 @@ def test_without_an_engine_nothing_changes() -> None:
 
 
 def test_the_engine_takes_over_scaling_clipping_and_the_step() -> None:
-    result = run_steps(BOTH, AMP, target="deepspeed")
+    result = run_steps(BOTH, AMP, target="deepspeed", zero=0)  # float16 under ZeRO adds a MIG126 (test_engine_calls_windows)
     loop = (
         "    for x, y in loader:\n"
-        "        loss = nn.functional.mse_loss(model(x), y)\n"
+        '        with torch.autocast("cuda"):\n'
+        "            loss = nn.functional.mse_loss(model(x), y)\n"
         "        model.backward(loss)\n"
         "        model.step()\n"
         "        scheduler.step()\n"
@@ -84,7 +86,7 @@ def test_the_engine_takes_over_scaling_clipping_and_the_step() -> None:
 
 def test_a_scaler_the_script_still_reads_is_kept_and_reported() -> None:
     script = AMP.replace("        scheduler.step()\n", '        scheduler.step()\n    print("scale", scaler.get_scale())\n')
-    result = run_steps(BOTH, script, target="deepspeed")
+    result = run_steps(BOTH, script, target="deepspeed", zero=0)
     assert "    scaler = torch.cuda.amp.GradScaler()\n" in result.text
     assert result.codes == [("MIG004", 22)]
 
@@ -96,6 +98,8 @@ def test_with_accumulation_the_engine_steps_after_every_backward() -> None:
     loop = (
         "    for i, (x, y) in enumerate(loader):\n"
         "        loss = nn.functional.mse_loss(model(x), y) / 4\n"
+        "        # the engine steps the optimizer when the script's own test holds (its own count runs on across epochs)\n"
+        "        model.set_gradient_accumulation_boundary((i + 1) % 4 == 0)\n"
         "        model.backward(loss, scale_wrt_gas=False)\n"
         "        model.step()\n"
         "\n\n"

@@ -64,8 +64,9 @@ def main():
             tok, lab = tok.to(device), lab.to(device)
 
             # mixed precision forward pass
-            logits = model(tok)
-            loss = criterion(logits, lab)
+            with torch.autocast("cuda"):
+                logits = model(tok)
+                loss = criterion(logits, lab)
 
             model.backward(loss)
             model.step()

@@ -5,6 +5,7 @@ import os
 
 import torch
 import torch.nn as nn
+from torch.cuda.amp import autocast
 from torch.utils.data import DataLoader, TensorDataset
 import deepspeed
 from torch.utils.data.distributed import DistributedSampler
@@ -37,7 +38,7 @@ def main():
     with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "ds_config.json")) as config_file:
         ds_config = json.load(config_file)
     ds_config["train_micro_batch_size_per_gpu"] = args.batch_size
-    ds_config["fp16"]["enabled"] = device.type == "cuda"
+    ds_config["torch_autocast"]["enabled"] = device.type == "cuda"
     model, optimizer, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, config=ds_config)
     criterion = nn.CrossEntropyLoss()
 
@@ -45,7 +46,8 @@ def main():
         loader.sampler.set_epoch(epoch)
         for x, y in loader:
             x, y = x.to(device), y.to(device)
-            loss = criterion(model(x), y)
+            with autocast(enabled=device.type == "cuda"):
+                loss = criterion(model(x), y)
             model.backward(loss)
             model.step()
         if dist.get_rank() == 0:

@@ -60,6 +60,8 @@ def main():
 
             loss = criterion(model(x), y)
             loss = loss / accum_steps
+            # the engine steps the optimizer when the script's own test holds (its own count runs on across epochs)
+            model.set_gradient_accumulation_boundary((i + 1) % accum_steps == 0)
             model.backward(loss, scale_wrt_gas=False)
             model.step()
             running += loss.item()

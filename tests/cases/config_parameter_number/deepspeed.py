@@ -1,0 +1,55 @@
+"""The batch size reaches the training function as a parameter, written as a number in the call:
+`train(args, 32)` makes 32 the config's batch size."""
+import argparse
+import json
+import os
+
+import torch
+import torch.nn as nn
+from torch.utils.data import DataLoader, TensorDataset
+import deepspeed
+from torch.utils.data.distributed import DistributedSampler
+import torch.distributed as dist
+
+
+def train(args, batch_size):
+    dataset = TensorDataset(torch.randn(512, 8), torch.randn(512, 1))
+    loader = DataLoader(dataset, batch_size=batch_size, sampler=DistributedSampler(dataset, shuffle=True))
+    model = nn.Linear(8, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)
+
+    # DeepSpeed reads its settings from ds_config.json; the values this script computes itself
+    # overwrite the file's, so the two never disagree
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "ds_config.json")) as config_file:
+        ds_config = json.load(config_file)
+    ds_config["train_micro_batch_size_per_gpu"] = batch_size
+    model, optimizer, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, config=ds_config)
+    for epoch in range(args.epochs):
+        loader.sampler.set_epoch(epoch)
+        for x, y in loader:
+            loss = nn.functional.mse_loss(model(x), y)
+            model.backward(loss)
+            model.step()
+    with deepspeed.zero.GatheredParameters(list(model.module.parameters())):  # ZeRO-3 shards the weights: every rank gathers
+        model_state = {name: tensor.detach().cpu().clone() for name, tensor in model.module.state_dict().items()}
+    if dist.get_rank() == 0:
+        torch.save(model_state, "parameter.pt")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--lr", type=float, default=0.01)
+    parser.add_argument("--local_rank", "--local-rank", type=int, default=-1, help="set by the deepspeed launcher")
+    args = parser.parse_args()
+
+    # the deepspeed launcher sets these; plain `python train.py` runs as a single process (port 0: any free one)
+    for key, value in dict(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT="0").items():
+        os.environ.setdefault(key, value)
+    local_rank = int(os.environ["LOCAL_RANK"])
+    if torch.cuda.is_available():
+        torch.cuda.set_device(local_rank)
+    deepspeed.init_distributed(dist_backend="nccl" if torch.cuda.is_available() else "gloo")
+    train(args, 32)
+    dist.barrier()  # no rank exits while rank 0 still writes its files
+    dist.destroy_process_group()

@@ -1,0 +1,61 @@
+"""A module constant read by the training code, and a local of the same name in the evaluation
+code: the training loader's batch size is the module's (64), not the evaluation's (512)."""
+import json
+import os
+import torch
+import torch.nn as nn
+from torch.utils.data import DataLoader, TensorDataset
+import deepspeed
+from torch.utils.data.distributed import DistributedSampler
+import torch.distributed as dist
+
+batch_size = 64
+epochs = 3
+
+
+def evaluate(model, dataset):
+    batch_size = 512
+    loader = DataLoader(dataset, batch_size=batch_size)
+    with torch.no_grad():
+        return sum(nn.functional.mse_loss(model(x), y).item() for x, y in loader) / len(loader)
+
+
+def main():
+    # the deepspeed launcher sets these; plain `python train.py` runs as a single process (port 0: any free one)
+    for key, value in dict(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT="0").items():
+        os.environ.setdefault(key, value)
+    local_rank = int(os.environ["LOCAL_RANK"])
+    if torch.cuda.is_available():
+        torch.cuda.set_device(local_rank)
+    deepspeed.init_distributed(dist_backend="nccl" if torch.cuda.is_available() else "gloo")
+
+    dataset = TensorDataset(torch.randn(1024, 8), torch.randn(1024, 1))
+    train_loader = DataLoader(dataset, batch_size=batch_size, sampler=DistributedSampler(dataset, shuffle=True))
+    model = nn.Linear(8, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+
+    # DeepSpeed reads its settings from ds_config.json; the values this script computes itself
+    # overwrite the file's, so the two never disagree
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "ds_config.json")) as config_file:
+        ds_config = json.load(config_file)
+    ds_config["train_micro_batch_size_per_gpu"] = batch_size
+    model, optimizer, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, config=ds_config)
+    for epoch in range(epochs):
+        train_loader.sampler.set_epoch(epoch)
+        for x, y in train_loader:
+            loss = nn.functional.mse_loss(model(x), y)
+            model.backward(loss)
+            model.step()
+        message = f"epoch {epoch}: {evaluate(model, dataset):.4f}"  # computed on every rank: it may run the model
+        if dist.get_rank() == 0:
+            print(message)
+    with deepspeed.zero.GatheredParameters(list(model.module.parameters())):  # ZeRO-3 shards the weights: every rank gathers
+        model_state = {name: tensor.detach().cpu().clone() for name, tensor in model.module.state_dict().items()}
+    if dist.get_rank() == 0:
+        torch.save(model_state, "shadowed.pt")
+    dist.barrier()  # no rank exits while rank 0 still writes its files
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

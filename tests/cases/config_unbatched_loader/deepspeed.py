@@ -1,0 +1,50 @@
+"""The dataset yields whole batches and the DataLoader takes batch_size=None: `loader.batch_size`
+is None, which no DeepSpeed config can take."""
+import json
+import os
+import torch
+import torch.nn as nn
+from torch.utils.data import DataLoader, IterableDataset
+import deepspeed
+import torch.distributed as dist
+
+
+class Batches(IterableDataset):
+    def __iter__(self):
+        for _ in range(50):
+            yield torch.randn(16, 8), torch.randn(16, 1)
+
+
+def main():
+    # the deepspeed launcher sets these; plain `python train.py` runs as a single process (port 0: any free one)
+    for key, value in dict(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT="0").items():
+        os.environ.setdefault(key, value)
+    local_rank = int(os.environ["LOCAL_RANK"])
+    if torch.cuda.is_available():
+        torch.cuda.set_device(local_rank)
+    deepspeed.init_distributed(dist_backend="nccl" if torch.cuda.is_available() else "gloo")
+
+    loader = DataLoader(Batches(), batch_size=None)
+    model = nn.Linear(8, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+
+    # DeepSpeed reads its settings from ds_config.json; the values this script computes itself
+    # overwrite the file's, so the two never disagree
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "ds_config.json")) as config_file:
+        ds_config = json.load(config_file)
+    model, optimizer, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, config=ds_config)
+    for epoch in range(3):
+        for x, y in loader:
+            loss = nn.functional.mse_loss(model(x), y)
+            model.backward(loss)
+            model.step()
+    with deepspeed.zero.GatheredParameters(list(model.module.parameters())):  # ZeRO-3 shards the weights: every rank gathers
+        model_state = {name: tensor.detach().cpu().clone() for name, tensor in model.module.state_dict().items()}
+    if dist.get_rank() == 0:
+        torch.save(model_state, "unbatched.pt")
+    dist.barrier()  # no rank exits while rank 0 still writes its files
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

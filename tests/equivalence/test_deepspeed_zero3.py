@@ -1,0 +1,169 @@
+"""ZeRO-3 hazards, run for real: small scripts converted with `--zero 3` and launched by the
+`deepspeed` launcher on 2 CPU ranks with every parameter partitioned (the threshold and probe of
+test_deepspeed.py: partition_every_parameter, run_partitioned, assert_partitioned).
+
+The scripts are golden case inputs: tests/cases/zero3_<name>/input.py once their DeepSpeed output
+is pinned, tests/cases/_zero3_pending/<name>/input.py while it is not one a reviewer would approve
+(that folder's README.md says what it should be). Each test checks what the original script does
+and the converted one must keep. A test that fails on a known conversion bug is marked
+xfail(strict=True, raises=ConversionBug): it raises ConversionBug only on that exact failure, so
+another failure is reported as one, and a fix turns the test into an unexpected pass that asks
+for the mark to go.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from migrate import Options, migrate_source
+from tests.equivalence import zero3_probe
+from tests.equivalence.harness import ROOT, environment, log_lines
+from tests.equivalence.test_deepspeed import assert_partitioned, partition_every_parameter, run_partitioned
+
+CASES = ROOT / "tests" / "cases"
+
+
+class ConversionBug(Exception):
+    """The known failure that the test's xfail reason names."""
+
+
+def case_input(name: str) -> Path:
+    for path in (CASES / f"zero3_{name}" / "input.py", CASES / "_zero3_pending" / name / "input.py"):
+        if path.exists():
+            return path
+    raise FileNotFoundError(f"no tests/cases/zero3_{name}/input.py nor tests/cases/_zero3_pending/{name}/input.py")
+
+
+def run_original(name: str, folder: Path) -> subprocess.CompletedProcess[str]:
+    """The case's input with plain python, one process, in `folder`."""
+    folder.mkdir(parents=True, exist_ok=True)
+    process = subprocess.run([sys.executable, str(case_input(name))], cwd=folder, env=environment(),
+                             capture_output=True, text=True, timeout=120)
+    assert process.returncode == 0, process.stderr[-3000:]
+    return process
+
+
+def run_converted(name: str, folder: Path) -> tuple[subprocess.CompletedProcess[str], Any]:
+    """The case's input converted with --zero 3 into `folder`, run on 2 ranks with every parameter
+    partitioned: (the finished launch, the zero_optimization config DeepSpeed read)."""
+    source = case_input(name).read_text()
+    script = folder / "train.py"
+    result = migrate_source(source, "deepspeed", Options(zero=3), path=str(script))
+    assert not result.error and result.new != source, [f.message for f in result.findings]
+    script.write_text(result.new)
+    for artifact in result.artifacts:
+        Path(artifact.path).write_text(artifact.text)
+    zero = partition_every_parameter(folder / "ds_config.json")
+    return run_partitioned(script, []), zero
+
+
+def output(process: subprocess.CompletedProcess[str]) -> str:
+    return process.stdout + process.stderr
+
+
+def fail_on(text: str, process: subprocess.CompletedProcess[str]) -> None:
+    """Raise ConversionBug when the known failure `text` is in the run's output."""
+    if text in output(process):
+        raise ConversionBug(f"{text}\n{output(process)[-3000:]}")
+
+
+def assert_finished(process: subprocess.CompletedProcess[str]) -> None:
+    assert process.returncode == 0, f"exit {process.returncode}\n{process.stdout[-3000:]}\n{process.stderr[-6000:]}"
+
+
+@pytest.mark.slow
+def test_a_forward_inside_a_print_runs_on_every_rank(tmp_path: Path) -> None:
+    """zero3_rank0_forward: `print(f"... {validation_loss(model, ...)}")`. The converted script
+    computes the message on every rank and prints it on rank 0; a forward on rank 0 alone would
+    wait forever for the other rank's shards."""
+    process, zero = run_converted("rank0_forward", tmp_path)
+    assert_finished(process)
+    assert_partitioned(tmp_path, zero)
+    assert len([line for line in log_lines(process.stdout) if "val_loss" in line]) == 2
+
+
+PARAMETER_LINE = re.compile(r"^(parameters: |\S+\.(weight|bias): \()")
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, raises=ConversionBug, reason=(
+    "deepspeed.initialize is placed right after the optimizer, before the prints: under ZeRO-3 the "
+    "converted script prints `parameters: 0` and `module.0.weight: (0,)` (empty shards, read on the "
+    "engine) instead of `parameters: 321` and `0.weight: (32, 8)`"))
+def test_parameter_count_and_shapes_are_the_whole_model(tmp_path: Path) -> None:
+    """_zero3_pending/param_count: the parameter count and shapes printed after the optimizer is
+    made are the original's."""
+    original = run_original("param_count", tmp_path / "original")
+    process, zero = run_converted("param_count", tmp_path)
+    fail_on("parameters: 0\n", process)
+    assert_finished(process)
+    assert_partitioned(tmp_path, zero)
+    expected = [line for line in log_lines(original.stdout) if PARAMETER_LINE.match(line)]
+    assert [line for line in log_lines(process.stdout) if PARAMETER_LINE.match(line)] == expected
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, raises=ConversionBug, reason=(
+    "the EMA update `ema_p.mul_(0.99).add_(p, alpha=0.01)` reads model.parameters() after "
+    "model.step(), ungathered: under ZeRO-3 `RuntimeError: The size of tensor a (8) must match the "
+    "size of tensor b (0) at non-singleton dimension 1`"))
+def test_ema_update_reads_whole_weights(tmp_path: Path) -> None:
+    """_zero3_pending/ema: the moving average is updated from the whole weights every step."""
+    run_original("ema", tmp_path / "original")
+    process, zero = run_converted("ema", tmp_path)
+    fail_on("must match the size of tensor b (0)", process)
+    assert_finished(process)
+    assert_partitioned(tmp_path, zero)
+    expected = torch.load(tmp_path / "original" / "ema.pt", weights_only=True)
+    ema = torch.load(tmp_path / "ema.pt", weights_only=True)
+    assert {k: v.shape for k, v in ema.items()} == {k: v.shape for k, v in expected.items()}
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, raises=ConversionBug, reason=(
+    "@torch.inference_mode() is kept on the evaluation: under ZeRO-3 the weights it gathers are "
+    "inference tensors still in place at the next epoch's training forward, `RuntimeError: "
+    "Inference tensors cannot be saved for backward` at `loss = nn.functional.mse_loss(model(xb), yb)`"))
+def test_inference_mode_evaluation_between_epochs(tmp_path: Path) -> None:
+    """_zero3_pending/inference_mode: evaluation under @torch.inference_mode(), then training again."""
+    process, zero = run_converted("inference_mode", tmp_path)
+    fail_on("Inference tensors cannot be saved for backward", process)
+    assert_finished(process)
+    assert_partitioned(tmp_path, zero)
+    assert len([line for line in log_lines(process.stdout) if "val_loss" in line]) == 2
+
+
+def test_the_partition_check_refuses_persistent_parameters(tmp_path: Path) -> None:
+    """What the probe records with the generated config alone (measured on mlp_regression): the
+    parameters are persistent, gathered again right after each step, so the next forward finds
+    them whole. assert_partitioned must refuse that."""
+    from deepspeed.runtime.zero.config import DeepSpeedZeroConfig
+
+    shard = {"stage": 3, "params": 6, "zero_params": 6, "full_numel": 4929, "shard_numel": 2465}
+    released = {"not_available": 6, "empty": 6, "held_numel": 0}
+    whole = {"not_available": 0, "empty": 0, "held_numel": 4929}
+    for rank in (0, 1):
+        events = [{"event": "forward", "step": 0, "persistent": 6, **shard, **released},
+                  {"event": "step", "step": 1, "persistent": 6, **shard, **released},
+                  {"event": "forward", "step": 1, "persistent": 6, **shard, **whole}]
+        (tmp_path / zero3_probe.RECORD.format(rank=rank)).write_text("".join(json.dumps(e) + "\n" for e in events))
+    zero = DeepSpeedZeroConfig(stage=3)
+    with pytest.raises(AssertionError, match="parameters kept whole"):
+        assert_partitioned(tmp_path, zero)
+    for path in tmp_path.glob("zero3_probe.rank*.jsonl"):  # not persistent, but still whole after a step
+        path.write_text(path.read_text().replace('"persistent": 6', '"persistent": 0'))
+    with pytest.raises(AssertionError, match="'held_numel': 4929"):
+        assert_partitioned(tmp_path, zero)
+
+
+def test_probe_hands_the_launcher_argument_to_the_script() -> None:
+    assert zero3_probe.split_arguments(["--local_rank=1", "train.py", "--epochs", "2"]) == ("train.py", ["--epochs", "2", "--local_rank=1"])
+    assert zero3_probe.split_arguments(["train.py"]) == ("train.py", [])
