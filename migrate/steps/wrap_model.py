@@ -177,7 +177,7 @@ def unwrap_later_uses(ctx: Context, site: ModelSite, safe: frozenset[str] = WRAP
     if not route_saves:
         return
     for call in index.calls_named("torch.save"):
-        first = _saved_module(call.node.args[0].value) if call.node.args else None
+        first = saved_module(call.node.args[0].value) if call.node.args else None
         spelled = index.qualify(first) if first is not None else None
         if spelled and (spelled, call.place.scope.name) in names and is_after(index, call.place.stmt, site):
             ctx.plan.replace_with(first, expression(f"{spelled}.module"))
@@ -187,7 +187,7 @@ def unwrap_later_uses(ctx: Context, site: ModelSite, safe: frozenset[str] = WRAP
 SELF_RETURNING = frozenset({"to", "cpu", "cuda", "half", "float", "double", "bfloat16", "eval", "train"})
 
 
-def _saved_module(value: cst.BaseExpression) -> cst.BaseExpression:
+def saved_module(value: cst.BaseExpression) -> cst.BaseExpression:
     """The module a `torch.save` pickles: `model` in `model`, `model.cpu()`, `model.to("cpu").eval()`."""
     while (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)
            and value.func.attr.value in SELF_RETURNING):

@@ -109,6 +109,7 @@ def conversion() -> Conversion:
     from migrate.steps.shared_files import shared_files
     from migrate.steps.trained_models import refuse_unwrappable
     from migrate.steps.wrap_model import WRAPPER_SAFE, Wrapper
+    from migrate.steps.zero3_reads import zero3_reads
 
     # deepspeed.initialize (the deepspeed_engine step) wraps; the engine answers these itself
     engine = Wrapper(code=None, safe=WRAPPER_SAFE | {"backward", "step", "save_checkpoint", "load_checkpoint", "state_dict"})
@@ -120,6 +121,7 @@ def conversion() -> Conversion:
         deepspeed_engine,
         rank_divergent_control,
         engine_calls,
+        zero3_reads,
         distributed_sampler,
         same_split,
         rank_zero,

@@ -128,12 +128,9 @@ def test_ema_update_reads_whole_weights(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, raises=ConversionBug, reason=(
-    "@torch.inference_mode() is kept on the evaluation: under ZeRO-3 the weights it gathers are "
-    "inference tensors still in place at the next epoch's training forward, `RuntimeError: "
-    "Inference tensors cannot be saved for backward` at `loss = nn.functional.mse_loss(model(xb), yb)`"))
 def test_inference_mode_evaluation_between_epochs(tmp_path: Path) -> None:
-    """_zero3_pending/inference_mode: evaluation under @torch.inference_mode(), then training again."""
+    """zero3_inference_mode: evaluation under @torch.inference_mode(), then training again (the
+    conversion makes it torch.no_grad())."""
     process, zero = run_converted("inference_mode", tmp_path)
     fail_on("Inference tensors cannot be saved for backward", process)
     assert_finished(process)

@@ -1,0 +1,114 @@
+"""What the script does with the model's weights outside the engine, once `deepspeed.initialize`
+has made it. Under ZeRO-3 every rank holds only its shard of each parameter outside the forward
+(`p.numel()` is 0), and at every stage the engine's hooks make the module unpicklable and ZeRO-1/2
+write their fp32 copy back at each step. The converted script is the same at every stage, so
+these are said (MIG127), and `torch.inference_mode()` becomes `torch.no_grad()`:
+
+- `model.parameters()` / `named_parameters()` read after the engine exists (a parameter count, an
+  L2 penalty, an EMA update, a histogram): empty shards under ZeRO-3;
+- `model.load_state_dict(...)` after the engine exists: ZeRO-3 refuses it, ZeRO-1/2 undo it;
+- `torch.save(model...)` that pickles the module: the engine's hooks cannot be pickled;
+- `torch.inference_mode()` around evaluation: the weights ZeRO-3 gathers there become inference
+  tensors, and the next training forward fails; `torch.no_grad()` does what evaluation needs.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from migrate.analysis.models import aliases, is_after
+from migrate.analysis.sites import ModelSite
+from migrate.steps.base import Context, expression
+from migrate.steps.deepspeed_engine import EngineConfig
+from migrate.steps.wrap_model import saved_module
+
+PARAMETER_READS = frozenset({"parameters", "named_parameters"})
+NO_GRAD_NOTE = "  # not inference_mode: under ZeRO-3 the weights it gathers would become inference tensors"
+
+
+def zero3_reads(ctx: Context) -> None:
+    if EngineConfig not in ctx.records:
+        return
+    config = ctx.recorded(EngineConfig)
+    site = config.engine.model
+    handled = {clip.place.stmt for clip in config.engine.side.clip_calls}
+    _report_reads(ctx, site, handled)
+    _report_pickled_saves(ctx, site)
+    _no_inference_mode(ctx, site)
+
+
+def _report_reads(ctx: Context, site: ModelSite, handled: set[cst.BaseStatement]) -> None:
+    """MIG127 at the first parameter read and at each load after the engine exists."""
+    index = ctx.index
+    names = aliases(index, site)
+    reported: set[cst.BaseStatement] = set()
+    for use in index.attributes:
+        stmt = use.place.stmt
+        if not use.called or stmt in handled or stmt in reported or (use.owner, use.place.scope.name) not in names:
+            continue
+        if not is_after(index, stmt, site):
+            continue
+        attribute = use.node.attr.value
+        if attribute in PARAMETER_READS:
+            reported.add(stmt)
+            ctx.report("MIG127", f"`{ctx.code(use.node)}()` is read outside the model's forward after "
+                       "deepspeed.initialize: under ZeRO-3 each rank holds only its shard there (p.numel() is 0, so a "
+                       "count, a penalty or an average computed from it is wrong); read the weights before "
+                       "initialize, inside forward(), or under `deepspeed.zero.GatheredParameters(...)`", use.node)
+        elif attribute == "load_state_dict":
+            reported.add(stmt)
+            ctx.report("MIG127", f"`{ctx.code(use.node)}(...)` loads weights after deepspeed.initialize: ZeRO-3 "
+                       "refuses them (each parameter is a shard) and ZeRO-1/2 overwrite them with the optimizer's fp32 "
+                       "copy at the next step; load before initialize, or use the engine's load_checkpoint", use.node)
+
+
+def _report_pickled_saves(ctx: Context, site: ModelSite) -> None:
+    """MIG127 at `torch.save(model)`: it pickles the module, which the engine's hooks make impossible."""
+    index = ctx.index
+    names = {spelling for spelling, _scope in aliases(index, site)}
+    for call in index.calls_named("torch.save"):
+        saved = saved_module(call.node.args[0].value) if call.node.args else None  # model.cpu(), model.to("cpu")
+        if saved is None or ctx.code(saved) not in names or not is_after(index, call.place.stmt, site):
+            continue
+        ctx.report("MIG127", f"`{ctx.code(call.node)}` pickles the module, which DeepSpeed's engine hooks make "
+                   "impossible at every ZeRO stage (and ZeRO-3 leaves it holding shards): save its state_dict() "
+                   "instead, which the conversion gathers on every rank", call.node)
+
+
+def _no_inference_mode(ctx: Context, site: ModelSite) -> None:
+    """`@torch.inference_mode()` / `with torch.inference_mode():` around code that runs the model
+    becomes `torch.no_grad()`, with a comment saying why."""
+    index = ctx.index
+    names = {spelling for spelling, _scope in aliases(index, site)}
+    for call in index.calls_named("torch.inference_mode"):
+        holder = _decorated_or_with(ctx, call.node)
+        if holder is None or not names & index.names_under(holder):
+            continue
+        no_grad = expression(f"{ctx.torch}.no_grad()")
+        ctx.plan.replace_with(call.node, no_grad)
+        ctx.plan.replace(holder, _with_note)
+
+
+def _decorated_or_with(ctx: Context, call: cst.Call) -> cst.FunctionDef | cst.With | None:
+    """The function `call` decorates, or the `with` statement it opens."""
+    for stmt in ctx.index.block_of:
+        if isinstance(stmt, cst.FunctionDef) and any(d.decorator is call for d in stmt.decorators):
+            return stmt
+        if isinstance(stmt, cst.With) and any(item.item is call for item in stmt.items):
+            return stmt
+    return None
+
+
+def _with_note(updated: cst.CSTNode) -> cst.CSTNode:
+    """The comment goes on the decorator's line, or on the `with` line."""
+    comment = cst.TrailingWhitespace(whitespace=cst.SimpleWhitespace(""), comment=cst.Comment(NO_GRAD_NOTE.strip()),
+                                     newline=cst.Newline())
+    if isinstance(updated, cst.FunctionDef) and updated.decorators:
+        first = updated.decorators[0].with_changes(trailing_whitespace=comment.with_changes(
+            whitespace=cst.SimpleWhitespace("  ")))
+        return updated.with_changes(decorators=[first, *updated.decorators[1:]])
+    if isinstance(updated, cst.With) and isinstance(updated.body, cst.IndentedBlock):
+        header = updated.body.header.with_changes(whitespace=cst.SimpleWhitespace("  "), comment=cst.Comment(NO_GRAD_NOTE.strip()))
+        return updated.with_changes(body=updated.body.with_changes(header=header))
+    return updated
+
