@@ -41,7 +41,10 @@ def test_deepspeed_parses_every_golden_config(config_path: Path) -> None:
 def test_each_stage_and_offload_choice_gives_its_reviewed_config(options_path: Path) -> None:
     options = Options(**json.loads(options_path.read_text()))
     result = migrate_source(MAIN_CASE.read_text(), "deepspeed", options, path="train.py")
-    assert result.new == MAIN_CASE.with_name("deepspeed.py").read_text()
+    # a choice that changes the script too (the optimizer's state offloaded: Adam becomes
+    # DeepSpeedCPUAdam) pins its own <name>.py beside its config
+    own_script = options_path.with_name(options_path.name.replace(".options.json", ".py"))
+    assert result.new == (own_script if own_script.exists() else MAIN_CASE.with_name("deepspeed.py")).read_text()
     config = next(a.text for a in result.artifacts if a.path.endswith("ds_config.json"))
     assert config == options_path.with_name(options_path.name.replace(".options.json", ".ds_config.json")).read_text()
 
@@ -107,3 +110,16 @@ def test_the_launcher_accepts_local_rank(tmp_path: Path) -> None:
     namespace: dict[str, object] = {}
     exec("import argparse\n" + parser_code.replace("\n    ", "\n").strip() + "\nargs = parser.parse_args(['--local_rank=1'])", namespace)
     assert namespace["args"].local_rank == 1  # type: ignore[attr-defined]
+
+
+def test_an_offloaded_optimizer_deepspeed_has_no_cpu_version_of_keeps_torch_s_class_and_says_so() -> None:
+    """SGD with --offload-optimizer cpu: DeepSpeed's guard is switched off for it, in the config
+    and in a note; without offloading the config does not touch the guard."""
+    source = (Path(__file__).parents[1] / "samples" / "mlp_regression" / "train.py").read_text()
+    offloaded = migrate_source(source, "deepspeed", Options(offload_optimizer="cpu"), path="train.py")
+    config = json.loads(next(a.text for a in offloaded.artifacts if a.path.endswith("ds_config.json")))
+    assert config["zero_force_ds_cpu_optimizer"] is False
+    assert "torch.optim.SGD(" in offloaded.new
+    assert [f.code for f in offloaded.findings if "zero_force_ds_cpu_optimizer" in f.message] == ["MIG004"]
+    plain = migrate_source(source, "deepspeed", path="train.py")
+    assert "zero_force_ds_cpu_optimizer" not in next(a.text for a in plain.artifacts if a.path.endswith("ds_config.json"))

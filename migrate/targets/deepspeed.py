@@ -40,6 +40,7 @@ def config_path(script_path: str, ctx: Context) -> str:  # type: ignore[name-def
 
 
 def ds_config_text(ctx: Context) -> str:
+    from migrate.steps.cpu_optimizer import TorchOptimizerOnCpu
     from migrate.steps.deepspeed_engine import EngineConfig
 
     values = ctx.recorded(EngineConfig)
@@ -53,6 +54,7 @@ def ds_config_text(ctx: Context) -> str:
         accumulation=values.accumulation,
         clipping=values.clipping,
         autocast=autocast,
+        torch_optimizer_on_cpu=TorchOptimizerOnCpu in ctx.records,  # DeepSpeed's guard off only for it
         stage=options.zero,
         offload_optimizer=_offload(options.offload_optimizer, options.nvme_path),
         offload_param=_offload(options.offload_param, options.nvme_path),
@@ -95,6 +97,7 @@ def deepspeed_artifacts(script_path: str, ctx: Context) -> list[Artifact]:
 
 
 def conversion() -> Conversion:
+    from migrate.steps.cpu_optimizer import cpu_optimizer
     from migrate.steps.deepspeed_engine import deepspeed_engine
     from migrate.steps.distributed_sampler import distributed_sampler
     from migrate.steps.engine_calls import engine_calls
@@ -119,6 +122,7 @@ def conversion() -> Conversion:
         local_rank_argument,
         local_rank_device,
         deepspeed_engine,
+        cpu_optimizer,
         rank_divergent_control,
         engine_calls,
         zero3_reads,
@@ -180,7 +184,7 @@ def own_configs(results: list[FileResult], options: Options) -> tuple[list[FileR
 
 
 Zero = Annotated[int, typer.Option("--zero", min=0, max=3, metavar="0-3", help="ZeRO stage: 0 (plain data parallel), 1 (shard optimizer state), 2 (+ gradients), 3 (+ weights).")]
-OffloadOptimizer = Annotated[str, typer.Option("--offload-optimizer", metavar="none|cpu|nvme", help="Keep optimizer state in CPU memory or on NVMe (ZeRO 1-3).")]
+OffloadOptimizer = Annotated[str, typer.Option("--offload-optimizer", metavar="none|cpu|nvme", help="Keep optimizer state in CPU memory or on NVMe (ZeRO 1-3); torch's Adam/AdamW become DeepSpeedCPUAdam.")]
 OffloadParam = Annotated[str, typer.Option("--offload-param", metavar="none|cpu|nvme", help="Keep weights in CPU memory or on NVMe (ZeRO 3 only).")]
 NvmePath = Annotated[str, typer.Option("--nvme-path", help="Folder on a local NVMe drive, for the nvme offloads.")]
 Bf16 = Annotated[bool, typer.Option("--bf16", help="Train in bfloat16 autocast (config torch_autocast, weights stay fp32).")]
