@@ -24,6 +24,7 @@ from migrate.analysis.trained import (
     optimizer_owners,
     root,
     same_module,
+    untrained,
 )
 from migrate.analysis.training import (
     argument,
@@ -158,6 +159,8 @@ def trained_candidates(index: ScriptIndex, training: set[str], stepped: list[Ste
     held = held_roots(index, stepped)
     if held is None:
         chosen = [c for c in candidates if not c.loss and not evaluation_copy(index, c.binding)]
+        trained = [c for c in chosen if untrained(index, c.spelling, c.scope, c.binding, training) is None]
+        chosen = trained or chosen  # frozen nets, target networks: kept only when nothing else is left
     else:
         chosen = [c for c in candidates if any(same_module(index, c.key, h) for h in held)]
         missing = [h for h in held if not any(same_module(index, c.key, h) for c in chosen)]
@@ -304,14 +307,14 @@ def _starts_training(index: ScriptIndex, stmt: cst.BaseStatement, spelling: str,
             return True
         qualified = index.qualify(call.func) or ""
         passes_model = any(spell(a.value) == spelling for a in call.args)
-        if passes_model and _runs_no_forward(index, index.functions.get(qualified)):
+        if passes_model and runs_no_forward(index, index.functions.get(qualified)):
             continue  # `count_parameters(model)`: looks at the weights, runs nothing
         if passes_model and not qualified.startswith("torch.") and qualified not in DATA_PARALLEL:
             return True
     return False
 
 
-def _runs_no_forward(index: ScriptIndex, scope: Scope | None) -> bool:
+def runs_no_forward(index: ScriptIndex, scope: Scope | None) -> bool:
     """A function of this file that never runs a forward of what it is given: it calls neither its
     arguments nor a method of theirs other than `parameters()` and the like, and the functions it
     calls do the same (`count_parameters(model)`, `replace_linear_with_lora(model, ...)`)."""
@@ -321,7 +324,7 @@ def _runs_no_forward(index: ScriptIndex, scope: Scope | None) -> bool:
 
 
 def _running_no_forward(index: ScriptIndex) -> dict[str, bool]:
-    """`_runs_no_forward` for every function of this file at once: a function fails when its own
+    """`runs_no_forward` for every function of this file at once: a function fails when its own
     calls do, or when any function it reaches through calls by name fails (computed backwards from
     the failing ones, so a long chain of helpers is walked once, not once per helper)."""
     failing: list[str] = []
@@ -361,7 +364,7 @@ def _adjusts(index: ScriptIndex, stmt: cst.BaseStatement, names: set[str]) -> bo
         return True
     return any(
         spell(call.func) in index.functions and any(spell(a.value) in names for a in call.args)
-        and _runs_no_forward(index, index.functions[spell(call.func) or ""])
+        and runs_no_forward(index, index.functions[spell(call.func) or ""])
         for call in index.calls_under(stmt)
     )
 

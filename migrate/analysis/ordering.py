@@ -1,6 +1,9 @@
 """Where a trained model, the optimizer built for it and that optimizer's LR schedulers all exist:
 the first statement after which a target can hand the three to its framework together
 (`deepspeed.initialize(model=..., optimizer=...)`), or why there is no such statement.
+The framework's call goes after that statement, or later: after the statements that still read,
+load or move the bare model before the first statement of the same block that trains
+(`_last_preparation`), so they see the plain module, not the framework's object.
 
 The answer is computed once per script (`model_ordering(sites)`); steps turn a reason into their
 own finding.
@@ -13,10 +16,11 @@ import enum
 
 import libcst as cst
 
-from migrate.analysis.index import ScriptIndex, spell
-from migrate.analysis.models import top_statement
+from migrate.analysis.index import CallSite, ScriptIndex, spell
+from migrate.analysis.models import NOT_COMPUTATION, runs_no_forward, top_statement
 from migrate.analysis.optimizers import OptimizerSide, optimizer_side
 from migrate.analysis.sites import ModelSite, TrainingSites
+from migrate.analysis.training import BUILTIN_NAMES, callee_scope, contains
 
 Block = cst.Module | cst.IndentedBlock
 
@@ -71,7 +75,7 @@ def _ordering(sites: TrainingSites) -> ModelOrdering | NoModelOrdering:
         stmt = _binding_statement(index, optimizer, site, block)
         if stmt is not None:
             later = max(position, block.body.index(stmt), _last_scheduler(index, optimizer, block))
-            anchor = block.body[later]
+            anchor = block.body[_last_preparation(sites, site, optimizer, block, later)]
             moved = dataclasses.replace(site, wrap_after=anchor, wrap_before=None)
             return ModelOrdering(model=moved, optimizer=optimizer, anchor=anchor, side=side, compiled_first=compiled_first)
     return NoModelOrdering(Unordered.OPTIMIZER_ELSEWHERE, (site,), compiled_first)
@@ -105,3 +109,81 @@ def _binding_statement(index: ScriptIndex, spelling: str, site: ModelSite, block
         if top is not None:
             return top
     return None
+
+
+def _last_preparation(sites: TrainingSites, site: ModelSite, optimizer: str, block: Block, after: int) -> int:
+    """Index in `block` of the statement the engine goes after: `after` (where the model, its
+    optimizer and schedulers exist), or the last later statement that still reads, loads or moves
+    the bare model (`print(sum(p.numel() ...))`, `model.load_state_dict(...)`) when every statement
+    up to it runs before the first one that trains, found further down the same block. Those read
+    the plain module, not the engine (ZeRO-3 shards, `module.` names). No training statement
+    there (the block returns, or training is elsewhere): `after` itself."""
+    calls = _calls_by_statement(sites.index, block)
+    last = after
+    for position in range(after + 1, len(block.body)):
+        stmt = block.body[position]
+        if _trains(sites, site, optimizer, stmt, calls.get(stmt, [])):
+            return last
+        if isinstance(stmt, cst.FunctionDef | cst.ClassDef) or contains(stmt, lambda n: isinstance(n, cst.Return | cst.Raise)):
+            return after
+        if _reads_model(stmt, site) and all(stmt is not d for d in site.data_parallel):
+            last = position
+    return after
+
+
+def _calls_by_statement(index: ScriptIndex, block: Block) -> dict[cst.BaseStatement, list[CallSite]]:
+    """The calls under each statement of `block`."""
+    found: dict[cst.BaseStatement, list[CallSite]] = {}
+    for call in index.calls:
+        top = top_statement(index, call.place.stmt, block)
+        if top is not None:
+            found.setdefault(top, []).append(call)
+    return found
+
+
+def _trains(sites: TrainingSites, site: ModelSite, optimizer: str, stmt: cst.BaseStatement, calls: list[CallSite]) -> bool:
+    """The statement trains or may: it holds a step loop or a backward, calls a training function,
+    runs the model (`model(x)`, `model.generate(...)`), or hands the model or its optimizer to a
+    call that may keep or run it (not print and other builtins, not torch's own functions, not a
+    function of this file that runs no forward: `count_parameters(model)`)."""
+    index = sites.index
+    if any(top_statement(index, loop.node, _block(index, stmt)) is stmt for loop in sites.step_loops):
+        return True
+    backward = {id(call.node) for call in sites.backward_calls}
+    spelling = site.spelling
+    for call in calls:
+        if id(call.node) in backward:
+            return True
+        callee = callee_scope(index, call)
+        if callee is not None and callee.name in sites.training_scopes:
+            return True
+        called = spell(call.node.func) or ""
+        if called == spelling or (called.startswith(spelling + ".") and called[len(spelling) + 1 :] not in NOT_COMPUTATION):
+            return True
+        if any(spell(a.value) in (spelling, optimizer) for a in call.node.args) and not _keeps_nothing(index, call):
+            return True
+    return False
+
+
+def _block(index: ScriptIndex, stmt: cst.BaseStatement) -> cst.CSTNode:
+    return index.block_of[stmt][0]
+
+
+def _keeps_nothing(index: ScriptIndex, call: CallSite) -> bool:
+    """A call given the model that only looks at it: a builtin (`print(model)`), a logger, one of
+    torch's own functions, or a function of this file that runs no forward."""
+    called = spell(call.node.func) or ""
+    if called in BUILTIN_NAMES and called not in index.functions:
+        return True
+    if called.rsplit(".", 1)[-1] in ("info", "debug", "warning", "log") and called.split(".")[0] in ("logging", "logger", "log"):
+        return True
+    qualified = index.qualify(call.node.func) or ""
+    if qualified.startswith("torch.") or qualified == "copy.deepcopy":
+        return True
+    return qualified in index.functions and runs_no_forward(index, index.functions[qualified])
+
+
+def _reads_model(stmt: cst.BaseStatement, site: ModelSite) -> bool:
+    """The statement names the model (reads, loads, moves or rebinds it)."""
+    spelling = site.spelling
+    return contains(stmt, lambda n: isinstance(n, cst.Name | cst.Attribute) and spell(n) == spelling)

@@ -29,6 +29,7 @@ WRAPS = ("torch.nn.DataParallel", "torch.nn.parallel.DataParallel", "torch.compi
 TENSOR_TYPE = re.compile(r"^torch(\.cuda)?\.\w*Tensor$")
 SCALERS = ("torch.cuda.amp.GradScaler", "torch.amp.GradScaler", "torch.cuda.amp.grad_scaler.GradScaler")
 MAX_DEPTH = 6
+MODULE_TYPES = ("torch.nn.Module", "torch.nn.modules.module.Module", "torch.Tensor")
 
 # A root: ("binding", id of the statement that builds it, its target) or ("class", name) for `self` inside
 # a class, or ("name", spelling, scope) when nothing in this file builds it.
@@ -430,6 +431,8 @@ def _not_a_module_value(index: ScriptIndex, value: cst.BaseExpression) -> str | 
     if qualified is not None:
         if TENSOR_TYPE.match(qualified):
             return "a tensor type"
+        if qualified in MODULE_TYPES:
+            return "a type alias"  # `Model = nn.Module`: a name for annotations, no module
         if qualified in index.classes and not is_module_class(index, qualified):
             return f"the class `{qualified}`"
         return None
@@ -485,3 +488,101 @@ def evaluation_copy(index: ScriptIndex, binding: Binding) -> bool:
         isinstance(c.func, cst.Attribute) and c.func.attr.value == "requires_grad_" and c.args and spell(c.args[0].value) == "False"
         for c in calls_in(value)
     )
+
+
+# -- modules that training runs but does not update ----------------------------------------------
+
+
+def untrained(index: ScriptIndex, spelling: str, scope: Scope, binding: Binding, training: set[str]) -> str | None:
+    """Why a module called in training is not trained there, when the optimizers cannot be traced:
+    every call of it in training is under `torch.no_grad()` (a target network, a teacher); it is
+    an instance of a class of this file that holds no parameters (a transform); or no
+    optimizer of this file holds its parameters and it is frozen (`requires_grad_(False)`, a loop
+    setting `p.requires_grad = False`, with no part of it replaced afterwards) or filled from
+    another module (`target.load_state_dict(model.state_dict())`, a Polyak
+    `tp.data.copy_(tau * p + ...)` over `zip(model.parameters(), target.parameters())`)."""
+    home = binding.target
+    calls = [c for c in index.calls if c.name == spelling and c.place.scope.name in training]
+    if calls and all(_under_no_grad(index, c) for c in calls):
+        return "run only under torch.no_grad()"
+    if parameter_free(index, binding):
+        return "holds no parameters"
+    key = root(index, spelling, scope)
+    for owner in _owners_in_file(index):
+        if same_module(index, root(index, owner.spelling, owner.scope), key):
+            return None
+    if any(b.target.startswith(home + ".") for b in index.bindings):
+        return None  # `model.fc = nn.Linear(...)` after freezing: fine-tuning
+    for call in index.calls:
+        func = call.node.func
+        if not isinstance(func, cst.Attribute):
+            continue
+        method, receiver = func.attr.value, spell(func.value)
+        if method == "requires_grad_" and receiver == home and call.node.args and spell(call.node.args[0].value) == "False":
+            return "frozen"
+        if method == "load_state_dict" and receiver == home and call.node.args:
+            source = next((c for c in calls_in(call.node.args[0].value) if isinstance(c.func, cst.Attribute)
+                           and c.func.attr.value == "state_dict"), None)
+            if source is not None and spell(source.func.value) not in (None, home):  # type: ignore[union-attr]
+                return "copied from another module"
+    loops = index.memo("for_loops")
+    if "all" not in loops:
+        loops["all"] = [n for n in descendants(index.module) if isinstance(n, cst.For)]
+    for node in loops["all"]:
+        if _parameters_of(node.iter, home):
+            body = index.module.code_for_node(node.body)
+            if re.search(r"requires_grad\s*=\s*False|requires_grad_\(\s*False", body):
+                return "frozen"
+            if "copy_(" in body or "mul_(" in body or "lerp_(" in body:
+                return "copied from another module"
+    return None
+
+
+def _under_no_grad(index: ScriptIndex, call: CallSite) -> bool:
+    return any(
+        isinstance(stmt, cst.With) and any(
+            isinstance(item.item, cst.Call) and (index.qualify(item.item.func) or "").endswith(("no_grad", "inference_mode"))
+            for item in stmt.items)
+        for stmt in index.enclosing_statements(call.place.stmt)
+    )
+
+
+def _parameters_of(expr: cst.BaseExpression, home: str) -> bool:
+    """`home.parameters()`, or `zip(a.parameters(), home.parameters())`."""
+    return any(_is_parameters_call(c) and spell(c.func.value) == home for c in calls_in(expr))  # type: ignore[attr-defined]
+
+
+def _owners_in_file(index: ScriptIndex) -> list[Owner]:
+    """The modules any optimizer of this file holds, as far as they can be traced."""
+    known = index.memo("owners_in_file")
+    if "all" not in known:
+        owners: list[Owner] = []
+        for call in index.calls:
+            if (call.name or "").startswith("torch.optim.") and "lr_scheduler" not in (call.name or ""):
+                owners.extend(optimizer_owners(index, call.node, call.place.scope) or [])
+        known["all"] = owners
+    return known["all"]  # type: ignore[no-any-return]
+
+
+def parameter_free(index: ScriptIndex, binding: Binding) -> bool:
+    """A module of this file's class that holds no parameters: a plain nn.Module subclass whose
+    code builds no layer, no `nn.Parameter` and no other module (a `Normalize` that only registers
+    buffers): a data transform, nothing an optimizer can train."""
+    cls = constructed_class(index, binding)
+    node = index.classes.get(cls) if cls else None
+    if node is None or not node.bases or any(index.qualify(b.value) != "torch.nn.Module" for b in node.bases):
+        return False
+    for call in calls_in(node):
+        func = call.func
+        if isinstance(func, cst.Attribute) and spell(func) is None:
+            continue  # `torch.tensor(mean).view(...)`: a method of a value
+        spelled = spell(func) or ""
+        if spelled.startswith("self.") or spelled in BUILTIN_NAMES or spelled == "super().__init__":
+            continue
+        qualified = index.qualify(func) or ""
+        if qualified.startswith(("torch.nn.functional", "torch.nn.init")):
+            continue
+        if qualified.startswith("torch.") and not qualified.startswith("torch.nn."):
+            continue
+        return False
+    return True

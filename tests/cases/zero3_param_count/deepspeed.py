@@ -1,0 +1,52 @@
+# The parameter count and shapes are printed after the optimizer is made. Under ZeRO-3 each rank
+# holds only a shard of every weight once deepspeed.initialize has run: `p.numel()` and `p.shape`
+# read there give 0 and (0,), and the names read on the engine gain a `module.` prefix.
+import json
+import os
+import torch
+import torch.nn as nn
+from torch.utils.data import DataLoader, TensorDataset
+import deepspeed
+from torch.utils.data.distributed import DistributedSampler
+import torch.distributed as dist
+
+
+def main():
+    # the deepspeed launcher sets these; plain `python train.py` runs as a single process (port 0: any free one)
+    for key, value in dict(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT="0").items():
+        os.environ.setdefault(key, value)
+    local_rank = int(os.environ["LOCAL_RANK"])
+    if torch.cuda.is_available():
+        torch.cuda.set_device(local_rank)
+    deepspeed.init_distributed(dist_backend="nccl" if torch.cuda.is_available() else "gloo")
+
+    torch.manual_seed(0)
+    train_dataset = TensorDataset(torch.randn(256, 8), torch.randn(256, 1))
+    loader = DataLoader(train_dataset, batch_size=16, sampler=DistributedSampler(train_dataset, shuffle=True))
+    model = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 1))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    if dist.get_rank() == 0:
+        print(f"parameters: {sum(p.numel() for p in model.parameters())}")
+    for name, p in model.named_parameters():
+        if dist.get_rank() == 0:
+            print(f"{name}: {tuple(p.shape)}")
+
+    # DeepSpeed reads its settings from ds_config.json; the values this script computes itself
+    # overwrite the file's, so the two never disagree
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "ds_config.json")) as config_file:
+        ds_config = json.load(config_file)
+    model, optimizer, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, config=ds_config)
+    for epoch in range(2):
+        loader.sampler.set_epoch(epoch)
+        for xb, yb in loader:
+            loss = nn.functional.mse_loss(model(xb), yb)
+            model.backward(loss)
+            model.step()
+        if dist.get_rank() == 0:
+            print(f"epoch {epoch} loss {loss.item():.4f}")
+    dist.barrier()  # no rank exits while rank 0 still writes its files
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
