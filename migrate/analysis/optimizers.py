@@ -14,6 +14,7 @@ from migrate.analysis.sites import TrainingSites
 
 SCALERS = ("torch.cuda.amp.GradScaler", "torch.amp.GradScaler", "torch.cuda.amp.grad_scaler.GradScaler")
 AUTOCASTS = ("torch.autocast", "torch.cuda.amp.autocast", "torch.amp.autocast", "torch.cpu.amp.autocast")
+PROFILERS = ("torch.profiler.", "torch.autograd.profiler.")
 CLIPS = ("torch.nn.utils.clip_grad_norm_", "torch.nn.utils.clip_grad.clip_grad_norm_")
 
 
@@ -35,6 +36,12 @@ def optimizer_side(sites: TrainingSites) -> OptimizerSide:
     side.scaler_bindings = [b for b in index.bindings if _call_named(index, b.value, SCALERS)]
     side.scalers = {b.target for b in side.scaler_bindings}
     schedulers = {b.target for b in index.bindings if _call_named(index, b.value, ("torch.optim.lr_scheduler",), prefix=True)}
+    # a torch.profiler schedule's `prof.step()` is no optimizer step
+    schedulers |= {b.target for b in index.bindings if _call_named(index, b.value, PROFILERS, prefix=True)}
+    schedulers |= {
+        spell(item.asname.name) or "" for stmt in index.block_of if isinstance(stmt, cst.With) for item in stmt.items
+        if item.asname is not None and _call_named(index, item.item, PROFILERS, prefix=True)
+    }
     for call in index.calls:
         owner, method = _owner_and_method(call)
         if owner is None:

@@ -107,3 +107,11 @@ def test_with_accumulation_the_engine_steps_after_every_backward() -> None:
     )
     assert loop in result.text
     assert result.findings == ()
+
+
+def test_a_profilers_step_is_left_alone() -> None:
+    script = AMP.replace("    for x, y in loader:\n", "    prof = torch.profiler.profile()\n    for x, y in loader:\n").replace(
+        "        scheduler.step()\n", "        scheduler.step()\n        prof.step()\n")
+    result = run_steps(BOTH, script, target="deepspeed", zero=0)
+    assert "        model.step()\n        scheduler.step()\n        prof.step()\n" in result.text
+    assert result.text.count("model.step()") == 1
