@@ -80,10 +80,15 @@ def accumulation_factor(condition: cst.BaseExpression) -> cst.BaseExpression | N
 
 
 def _is_accumulation_if(stmt: cst.BaseStatement) -> bool:
-    """`if <test with a %>:` whose body steps something."""
+    """`if <test with a %>:` whose body steps something, and whose `else`/`elif` does not step too
+    (`if i % 2: opt.step() else: opt.step()` steps every micro-step: no window)."""
     if not isinstance(stmt, cst.If) or accumulation_factor(stmt.test) is None:
         return False
-    return any(isinstance(c.func, cst.Attribute) and c.func.attr.value == "step" for c in calls_in(stmt.body))
+    return _steps(stmt.body) and (stmt.orelse is None or not _steps(stmt.orelse))
+
+
+def _steps(node: cst.CSTNode) -> bool:
+    return any(isinstance(c.func, cst.Attribute) and c.func.attr.value == "step" for c in calls_in(node))
 
 
 def _skipped_steps(index: ScriptIndex, step_if: cst.If, stepped: dict[int, Stepped]) -> list[Stepped | None] | None:

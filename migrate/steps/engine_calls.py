@@ -129,10 +129,24 @@ def _step(ctx: Context, call: CallSite, names: set[tuple[str, str]], backward_to
     if backward_block is not None and ctx.index.block_of.get(stmt, (None,))[0] is backward_block[0]:
         ctx.plan.replace_with(call.node, expression(f"{spelled}.step()"))
         return True
+    if not _under_accumulation_test(ctx, stmt):
+        line = ctx.position(backward)[0]
+        ctx.report("MIG128", f"`{ctx.code(call.node)}` runs in another block than the backward (line {line}) and not "
+                   "under an accumulation test this tool follows (`if (step + 1) % n == 0:`): it may sit in one "
+                   "branch of several, or after an inner loop of backwards, and DeepSpeed's engine steps after every "
+                   "backward; the file is left unchanged: convert it by hand", call.node)
+        ctx.refused = True
+        return False
     # inside `if (step + 1) % n == 0:` — the engine steps after every backward, on the boundary set before it
     ctx.plan.remove_part(stmt, call.node)
     ctx.plan.insert_after(_top_in_loop(ctx, backward), [statement(f"{spelled}.step()\n")])
     return True
+
+
+def _under_accumulation_test(ctx: Context, stmt: cst.BaseStatement) -> bool:
+    """Whether `stmt` sits under the `if` of an accumulation window (analysis.accumulation)."""
+    tests = {id(accumulation.condition) for accumulation in ctx.sites.accumulations}
+    return any(isinstance(around, cst.If) and id(around.test) in tests for around in ctx.index.enclosing_statements(stmt))
 
 
 def _report_fp16_under_zero(ctx: Context, config: EngineConfig) -> None:
