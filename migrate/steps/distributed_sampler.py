@@ -361,6 +361,11 @@ def _set_epochs(ctx: Context, all_sharded: bool, sharded: set[str | None]) -> No
         if not all_sharded and epoch.loader not in sharded:
             continue
         loop = epoch.loop.node
-        assert isinstance(loop, cst.For) and isinstance(loop.body, cst.IndentedBlock)
+        assert isinstance(loop, cst.For)
+        if not isinstance(loop.body, cst.IndentedBlock):  # `for epoch in range(3): train(...)`
+            ctx.report("MIG103", f"the epoch loop at line {ctx.position(loop)[0]} is written on one line, where no "
+                       f"statement can go before its body: call {epoch.loader}.sampler.set_epoch({epoch.loop.target}) "
+                       "first in each epoch yourself, or every epoch reuses one shuffle", loop)
+            continue
         first = loop.body.body[0]
         ctx.plan.insert_before(first, [statement(f"{epoch.loader}.sampler.set_epoch({epoch.loop.target})\n")])

@@ -122,3 +122,14 @@ def test_a_loader_built_from_a_dict_is_sharded_or_reported() -> None:
     assert result.text == result.source
     assert [code for code, _line in result.codes] == ["MIG101"]
     assert "gets its dataset through `**loader_args`" in result.findings[0].message
+
+
+def test_an_epoch_loop_written_on_one_line_is_reported_not_crashed_on() -> None:
+    """`for epoch in range(3): train(...)`: no statement can go before a one-line body."""
+    script = SCRIPT.replace("    for epoch in range(3):\n        for x, y in loader:", "    def train():\n        for x, y in loader:")
+    script = script.replace("            optimizer.step()\n", "            optimizer.step()\n    for epoch in range(3): train()\n")
+    result = run_step(distributed_sampler, script)
+    assert "sampler=DistributedSampler(dataset, shuffle=True)" in result.text
+    assert "set_epoch" not in result.text
+    assert [code for code, _line in result.codes] == ["MIG103"]
+    assert "is written on one line" in result.findings[0].message
