@@ -41,10 +41,11 @@ def test_deepspeed_parses_every_golden_config(config_path: Path) -> None:
 def test_each_stage_and_offload_choice_gives_its_reviewed_config(options_path: Path) -> None:
     options = Options(**json.loads(options_path.read_text()))
     result = migrate_source(MAIN_CASE.read_text(), "deepspeed", options, path="train.py")
-    # a choice that changes the script too (the optimizer's state offloaded: Adam becomes
-    # DeepSpeedCPUAdam) pins its own <name>.py beside its config
-    own_script = options_path.with_name(options_path.name.replace(".options.json", ".py"))
-    assert result.new == (own_script if own_script.exists() else MAIN_CASE.with_name("deepspeed.py")).read_text()
+    # offloading the optimizer's state changes the script too (Adam becomes DeepSpeedCPUAdam), the
+    # same way for every stage and device: one reviewed script for all those choices
+    offloaded = options.offload_optimizer != "none"
+    expected = VARIANTS / "offloaded_optimizer.py" if offloaded else MAIN_CASE.with_name("deepspeed.py")
+    assert result.new == expected.read_text()
     config = next(a.text for a in result.artifacts if a.path.endswith("ds_config.json"))
     assert config == options_path.with_name(options_path.name.replace(".options.json", ".ds_config.json")).read_text()
 

@@ -34,7 +34,7 @@ DEEPSPEED_LAUNCHER = torch_distributed(
     modules=("deepspeed",))
 
 
-def config_path(script_path: str, ctx: Context) -> str:  # type: ignore[name-defined]
+def config_path(script_path: str, ctx: Context) -> str:
     name = ctx.options.config_out or CONFIG_NAME
     return name if os.path.isabs(name) else os.path.join(os.path.dirname(script_path), name)
 
