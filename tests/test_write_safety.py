@@ -45,15 +45,25 @@ def test_an_existing_launcher_that_differs_stops_every_write(two_scripts: Path) 
     assert snapshot(two_scripts) == before  # not even a.py, which had no problem of its own
 
 
-def test_two_deepspeed_scripts_wanting_different_configs_get_one_each(two_scripts: Path) -> None:
+def test_two_deepspeed_scripts_in_one_folder_get_one_config_each(two_scripts: Path) -> None:
     text = (two_scripts / "b.py").read_text()
     (two_scripts / "b.py").write_text(text.replace("batch_size=args.batch_size", "batch_size=7", 1))
     written = migrate("to-deepspeed", "--write", "a.py", "b.py", cwd=two_scripts)
     assert written.returncode == 0, written.stderr
-    assert "2 scripts in this folder need different DeepSpeed settings: each gets its own ds_config_<script>.json" \
+    assert "2 scripts in this folder would share one DeepSpeed config: each gets its own ds_config_<script>.json" \
         in written.stderr
     assert '"ds_config_a.json"' in (two_scripts / "a.py").read_text()
     assert '"train_micro_batch_size_per_gpu": 7' in (two_scripts / "ds_config_b.json").read_text()
+    assert not (two_scripts / "ds_config.json").exists()
+
+
+def test_two_deepspeed_scripts_with_equal_settings_still_get_one_config_each(two_scripts: Path) -> None:
+    """Tuning ds_config_a.json must never change how b.py trains."""
+    written = migrate("to-deepspeed", "--write", "a.py", "b.py", cwd=two_scripts)
+    assert written.returncode == 0, written.stderr
+    assert '"ds_config_a.json"' in (two_scripts / "a.py").read_text()
+    assert '"ds_config_b.json"' in (two_scripts / "b.py").read_text()
+    assert (two_scripts / "ds_config_a.json").read_text() == (two_scripts / "ds_config_b.json").read_text()
     assert not (two_scripts / "ds_config.json").exists()
 
 

@@ -567,6 +567,9 @@ def unwrappable(index: ScriptIndex, training: set[str], stepped: list[Stepped], 
         for owner in optimizer.owners or ():
             if owner.spelling == "self" and optimizer.step.place.scope.class_name == owner.scope.class_name:
                 return _trains_itself(index, optimizer, owner), optimizer.step.node
+    closure = _closure_step(index, training)
+    if closure is not None:
+        return closure
     held = held_roots(index, stepped)
     reached = _called_from(index, training)
     if held is not None:
@@ -589,6 +592,27 @@ def unwrappable(index: ScriptIndex, training: set[str], stepped: list[Stepped], 
                 "computation through forward(); the file is left unchanged"], use.node
     return ["no module this file builds is called in the training code (it may be built or run in another module); "
             "the file is left unchanged: wrap the trained module by hand"], fallback
+
+
+def _closure_step(index: ScriptIndex, training: set[str]) -> tuple[Explanation, cst.CSTNode] | None:
+    """`optimizer.step(closure)` whose closure runs the backward (LBFGS and the like): the forward
+    runs inside a function the optimizer calls, which this tool does not follow."""
+    names = {name.rsplit(".", 1)[-1] for name in training}
+    for call in index.calls:
+        func = call.node.func
+        if not (isinstance(func, cst.Attribute) and func.attr.value == "step" and call.node.args):
+            continue
+        given = call.node.args[0].value
+        backward_lambda = isinstance(given, cst.Lambda) and contains(
+            given, lambda n: isinstance(n, cst.Attribute) and n.attr.value == "backward")
+        if backward_lambda or spell(given) in names:
+            closure = "a lambda" if isinstance(given, cst.Lambda) else f"`{index.module.code_for_node(given)}`"
+            stepped = index.module.code_for_node(func.value)
+            return [f"`{stepped}.step(...)` (line ", call.node, f") is given {closure}, "
+                    "a closure that runs the forward and backward each time the optimizer calls it (as LBFGS needs); "
+                    "closure steps are not converted (a wrapper's model is not followed into the closure, and a "
+                    "DeepSpeed engine's step() takes no closure): the file is left unchanged"], call.node
+    return None
 
 
 def _trains_itself(index: ScriptIndex, optimizer: Stepped, owner: Owner) -> Explanation:

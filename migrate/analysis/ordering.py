@@ -43,6 +43,8 @@ class Unordered(enum.Enum):
     NO_MODEL = "no model"  # nothing trained that can be wrapped
     SEVERAL_MODELS = "several models"  # one framework object per model and optimizer: not placed
     OPTIMIZER_ELSEWHERE = "optimizer not built beside the model"
+    NO_OPTIMIZER = "no optimizer stepped"  # updated by hand, or through a class of the script's own
+    SEVERAL_OPTIMIZERS = "several optimizers step the model"  # one framework object takes one optimizer
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -52,6 +54,7 @@ class NoModelOrdering:
     reason: Unordered
     models: tuple[ModelSite, ...]
     compiled_first: cst.BaseStatement | None = None  # as in ModelOrdering
+    optimizers: tuple[str, ...] = ()  # SEVERAL_OPTIMIZERS: their spellings
 
 
 def model_ordering(sites: TrainingSites) -> ModelOrdering | NoModelOrdering:
@@ -71,6 +74,11 @@ def _ordering(sites: TrainingSites) -> ModelOrdering | NoModelOrdering:
     anchor = site.wrap_after or site.wrap_before
     assert anchor is not None
     block, position = index.block_of[anchor]
+    if not side.optimizers:
+        return NoModelOrdering(Unordered.NO_OPTIMIZER, (site,), compiled_first)
+    over_model = [o for o in sorted(side.optimizers) if _built_over(index, o, site, block)]
+    if len(over_model) > 1:
+        return NoModelOrdering(Unordered.SEVERAL_OPTIMIZERS, (site,), compiled_first, tuple(over_model))
     for optimizer in sorted(side.optimizers):
         stmt = _binding_statement(index, optimizer, site, block)
         if stmt is not None:
@@ -109,6 +117,16 @@ def _binding_statement(index: ScriptIndex, spelling: str, site: ModelSite, block
         if top is not None:
             return top
     return None
+
+
+def _built_over(index: ScriptIndex, optimizer: str, site: ModelSite, block: Block) -> bool:
+    """The optimizer is built beside the model from the model's own parameters (its value reads
+    the model: `Adam(model[0].parameters())`), not over other tensors (`Adam([log_alpha])`)."""
+    stmt = _binding_statement(index, optimizer, site, block)
+    values = [b.value for b in index.bindings if b.target == optimizer and b.value is not None and
+              stmt is not None and top_statement(index, b.place.stmt, block) is stmt]
+    spelling = site.spelling
+    return any(contains(value, lambda n: isinstance(n, cst.Name | cst.Attribute) and spell(n) == spelling) for value in values)
 
 
 def _last_preparation(sites: TrainingSites, site: ModelSite, optimizer: str, block: Block, after: int) -> int:

@@ -22,13 +22,14 @@ from migrate.analysis.index import Scope, read_names
 from migrate.analysis.kinds import Kind, data_loaders, unbatched, value_kind
 from migrate.analysis.models import top_statement
 from migrate.analysis.optimizers import OptimizerSide
-from migrate.analysis.ordering import ModelOrdering, NoModelOrdering, Unordered, model_ordering
+from migrate.analysis.ordering import ModelOrdering, NoModelOrdering, model_ordering
 from migrate.analysis.sites import LoaderSite
 from migrate.analysis.state_dicts import model_state_dicts
 from migrate.analysis.training import argument, contains
 from migrate.analysis.values import dict_entry, literal_value
 from migrate.steps.base import Context, expression, statements
-from migrate.steps.wrap_model import remove_data_parallel, report_unwrapped_model, unwrap_later_uses
+from migrate.steps.engine_refusals import report_no_engine
+from migrate.steps.wrap_model import remove_data_parallel, unwrap_later_uses
 from migrate.targets.deepspeed import CONFIG_NAME
 
 
@@ -68,24 +69,9 @@ def _engine_site(ctx: Context) -> ModelOrdering | None:
     if ordering.compiled_first is not None:
         ctx.report("MIG115", "torch.compile runs before deepspeed.initialize; call engine.compile() instead", ordering.compiled_first)
     if isinstance(ordering, NoModelOrdering):
-        _report_no_engine(ctx, ordering)
+        report_no_engine(ctx, ordering)
         return None
     return ordering
-
-
-def _report_no_engine(ctx: Context, ordering: NoModelOrdering) -> None:
-    """The finding for each reason the engine has no place (MIG104, MIG113, MIG114)."""
-    first = ctx.sites.backward_calls[0].node if ctx.sites.backward_calls else None
-    models = ordering.models
-    if ordering.reason is Unordered.NO_MODEL:
-        report_unwrapped_model(ctx)
-    elif ordering.reason is Unordered.SEVERAL_MODELS:
-        names = ", ".join(f"`{m.spelling}`" for m in models)
-        ctx.report("MIG113", f"{len(models)} models are trained ({names}); one DeepSpeed engine per model and "
-                   "optimizer is not converted automatically; the file is left unchanged", first)
-    else:
-        ctx.report("MIG114", f"the optimizer stepped in training is not built beside `{models[0].spelling}`; "
-                   "pass it to deepspeed.initialize by hand; the file is left unchanged", first)
 
 
 def _config_path_code(ctx: Context) -> str:

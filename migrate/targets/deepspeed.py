@@ -153,8 +153,9 @@ def check_options(options: Options) -> list[OptionProblem]:
 
 
 def own_configs(results: list[FileResult], options: Options) -> tuple[list[FileResult], list[InputError], list[tuple[str, str]]]:
-    """Scripts of one folder that would write one ds_config.json with different settings each get
-    their own, ds_config_<script>.json (converted again with that --config-out), and the run says so."""
+    """Two or more scripts of one folder that would each write its ds_config.json get their own,
+    ds_config_<script>.json (converted again with that --config-out), and the run says so: even
+    when their settings agree today, a file tuned for one script would change how the other trains."""
     from migrate import api
 
     if options.config_out is not None:
@@ -164,11 +165,11 @@ def own_configs(results: list[FileResult], options: Options) -> tuple[list[FileR
         for artifact in result.artifacts:
             if os.path.basename(artifact.path) == CONFIG_NAME:
                 writers.setdefault(os.path.realpath(artifact.path), []).append((result, artifact.text))
-    shared = {real: group for real, group in writers.items() if len({text for _, text in group}) > 1}
+    shared = {real: group for real, group in writers.items() if len(group) > 1}
     again = {id(result) for group in shared.values() for result, _ in group}
     notes = [(os.path.join(os.path.dirname(group[0][0].path), CONFIG_NAME),
-              f"{len(group)} scripts in this folder need different DeepSpeed settings: each gets its own "
-              "ds_config_<script>.json") for group in shared.values()]
+              f"{len(group)} scripts in this folder would share one DeepSpeed config: each gets its own "
+              "ds_config_<script>.json, so that tuning one never changes how the other trains") for group in shared.values()]
     converted: list[FileResult] = []
     errors: list[InputError] = []
     for result in results:

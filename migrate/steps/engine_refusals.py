@@ -1,0 +1,115 @@
+"""Why no DeepSpeed engine can be built for a script, said in the script's own words (MIG104,
+MIG113, MIG114, MIG129): the models and optimizers seen, and what stands in the way of the one
+`deepspeed.initialize(model=..., optimizer=...)` the conversion writes.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from migrate.analysis.index import Binding, ScriptIndex, spell
+from migrate.analysis.ordering import NoModelOrdering, Unordered
+from migrate.analysis.sites import ModelSite
+from migrate.analysis.training import calls_in, contains
+from migrate.steps.base import Context
+from migrate.steps.wrap_model import report_unwrapped_model
+
+LEFT = "the file is left unchanged"
+
+
+def report_no_engine(ctx: Context, ordering: NoModelOrdering) -> None:
+    """The finding for the reason the engine has no place."""
+    first = ctx.sites.backward_calls[0].node if ctx.sites.backward_calls else None
+    models = ordering.models
+    reason = ordering.reason
+    if reason is Unordered.NO_MODEL:
+        report_unwrapped_model(ctx)
+    elif reason is Unordered.SEVERAL_MODELS:
+        _report_several_models(ctx, models, first)
+    elif reason is Unordered.SEVERAL_OPTIMIZERS:
+        names = " and ".join(f"`{o}`" for o in ordering.optimizers)
+        ctx.report("MIG129", f"{names} each step parameters of `{models[0].spelling}`; one DeepSpeed engine takes one "
+                   "optimizer: put them into one optimizer with a param group each, then convert again; " + LEFT, first)
+    elif reason is Unordered.NO_OPTIMIZER:
+        _report_no_optimizer(ctx, models[0], first)
+    else:
+        ctx.report("MIG114", f"the optimizer stepped in training is not built beside `{models[0].spelling}`; "
+                   f"pass it to deepspeed.initialize by hand; {LEFT}", first)
+
+
+def _report_several_models(ctx: Context, models: tuple[ModelSite, ...], first: cst.CSTNode | None) -> None:
+    """Models that share one optimizer (an encoder and a decoder) or each have their own (a GAN)."""
+    names = ", ".join(f"`{m.spelling}`" for m in models)
+    shared = [s for s in ctx.sites.stepped if s.owners and len({o.spelling for o in s.owners}) > 1]
+    if shared:
+        owners = " and ".join(dict.fromkeys(f"`{o.spelling}`" for o in shared[0].owners or ()))
+        ctx.report("MIG113", f"{owners} are trained by one optimizer, `{shared[0].spelling}`; one DeepSpeed engine over "
+                   f"several modules (a container module holding them) is not converted automatically; {LEFT}", first)
+        return
+    optimizers = ", ".join(f"`{s.spelling}`" for s in ctx.sites.stepped)
+    with_their_own = f" with their own optimizers ({optimizers})" if len(ctx.sites.stepped) > 1 else ""
+    ctx.report("MIG113", f"{len(models)} models are trained ({names}){with_their_own}; one DeepSpeed engine per model "
+               f"and optimizer is not converted automatically; {LEFT}", first)
+
+
+def _report_no_optimizer(ctx: Context, model: ModelSite, first: cst.CSTNode | None) -> None:
+    """No `optimizer.step()` after the backward: a class of the script's own steps the torch
+    optimizer, or the parameters are updated by hand."""
+    index = ctx.index
+    holder = _optimizer_holder(index, model)
+    if holder is not None:
+        binding, cls = holder
+        use = next((u for u in index.attributes if u.owner == binding.target and u.called
+                    and u.place.scope.name in ctx.sites.training_scopes and u.node.attr.value != "zero_grad"), None)
+        through = f", stepped through `{binding.target}.{use.node.attr.value}()`" if use is not None else ""
+        ctx.report("MIG129", f"`{binding.target}` is a `{cls}` (a class of this file) around the torch optimizer{through}; "
+                   "a DeepSpeed engine steps the torch optimizer itself (engine.step() after engine.backward()): "
+                   f"hand the inner optimizer to deepspeed.initialize and call engine.step() by hand; {LEFT}",
+                   use.node if use is not None else binding.place.stmt)
+        return
+    update = _hand_update(ctx)
+    if update is not None:
+        ctx.report("MIG129", f"no optimizer is stepped: the parameters are updated by hand (`{ctx.code(update)}`); a "
+                   "DeepSpeed engine steps a torch optimizer: build one over the model's parameters, step it after "
+                   f"the backward, then convert again; {LEFT}", update)
+        return
+    ctx.report("MIG129", f"no optimizer is stepped after the backward (no `optimizer.step()` in the training code); a "
+               f"DeepSpeed engine needs the torch optimizer that trains `{model.spelling}`; {LEFT}", first)
+
+
+def _optimizer_holder(index: ScriptIndex, model: ModelSite) -> tuple[Binding, str] | None:
+    """`opt = ScheduledOptim(torch.optim.Adam(model.parameters()), ...)`: a binding in the model's
+    scope of an instance of a class of this file built around a torch optimizer."""
+    for binding in index.bindings:
+        value = binding.value
+        if binding.place.scope is not model.scope or not isinstance(value, cst.Call):
+            continue
+        cls = spell(value.func) or ""
+        if cls not in index.classes:
+            continue
+        if any((index.qualify(call.func) or "").startswith("torch.optim.") for call in calls_in(value)):
+            return binding, cls
+        given = {spell(arg.value) for arg in value.args}
+        if any(b.target in given and isinstance(b.value, cst.Call)
+               and (index.qualify(b.value.func) or "").startswith("torch.optim.") for b in index.bindings):
+            return binding, cls
+    return None
+
+
+def _hand_update(ctx: Context) -> cst.CSTNode | None:
+    """A statement of the training code that changes tensors in place from their `.grad`
+    (`p -= lr * p.grad`, `p.data.add_(p.grad, alpha=-lr)`)."""
+    def reads_grad(node: cst.CSTNode) -> bool:
+        return contains(node, lambda n: isinstance(n, cst.Attribute) and n.attr.value == "grad")
+
+    for stmt in ctx.index.block_of:
+        if not isinstance(stmt, cst.SimpleStatementLine) or ctx.index.scope_of[stmt].name not in ctx.sites.training_scopes:
+            continue
+        for small in stmt.body:
+            if isinstance(small, cst.AugAssign) and reads_grad(small.value):
+                return small
+            if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call) and reads_grad(small.value):
+                func = small.value.func
+                if isinstance(func, cst.Attribute) and func.attr.value.endswith("_") and not func.attr.value.startswith("_"):
+                    return small
+    return None
