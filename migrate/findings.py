@@ -30,7 +30,7 @@ CODES: dict[str, tuple[Severity, str]] = {
     "MIG110": (Severity.WARNING, "ReduceLROnPlateau is stepped on a metric that may differ per rank: all-reduce it first"),
     "MIG111": (Severity.WARNING, "a DataLoader is built from an iterable dataset: it cannot take a sampler; shard it by rank by hand"),
     "MIG112": (Severity.WARNING, "a print or log call runs work that may be collective: its value is computed on every rank"),
-    "MIG113": (Severity.WARNING, "several models are trained with their own optimizers: one engine each is not converted automatically"),
+    "MIG113": (Severity.WARNING, "several models are trained, and one DeepSpeed engine per model cannot be built or would train differently: left unchanged"),
     "MIG114": (Severity.WARNING, "the optimizer is not built beside the model: pass it to the engine by hand"),
     "MIG115": (Severity.WARNING, "torch.compile runs before the engine is created: use the engine's compile() instead"),
     "MIG116": (Severity.WARNING, "a value of the script cannot be read where the engine is created: the config fixes it"),

@@ -58,12 +58,14 @@ class EditPlan:
         pending[position:position] = new
 
     def insert_above(self, stmt: cst.BaseStatement, new: cst.BaseStatement) -> None:
-        """Insert `new` before `stmt`, moving the comments and blank lines above `stmt` onto it."""
+        """Insert `new` before `stmt`, moving the comments and blank lines above `stmt` onto it
+        (above `new`'s own comments)."""
         if stmt in self.lines_moved:
             self.insert_before(stmt, [new])
             return
         self.lines_moved.add(stmt)
-        self.insert_before(stmt, [new.with_changes(leading_lines=getattr(stmt, "leading_lines", ()))])
+        moved = [*getattr(stmt, "leading_lines", ()), *getattr(new, "leading_lines", ())]
+        self.insert_before(stmt, [new.with_changes(leading_lines=moved)])
         self.replace(stmt, lambda updated: updated.with_changes(leading_lines=()))
 
     def insert_after(self, stmt: cst.BaseStatement, new: Sequence[cst.BaseStatement]) -> None:

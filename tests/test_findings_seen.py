@@ -38,7 +38,12 @@ EXPECTED = [
     ("deepspeed/hand_updates", "MIG129", 21, "updated by hand (`parameter -= LEARNING_RATE * parameter.grad`)"),
     ("deepspeed/optimizer_wrapper_class", "MIG129", 38, "`optimizer` is a `WarmupOptimizer` (a class of this file) around "
      "the torch optimizer, stepped through `optimizer.step_and_update_lr()`"),
-    ("deepspeed/gan", "MIG113", 45, "2 models are trained (`generator`, `discriminator`) with their own optimizers"),
+    ("deepspeed/gan_reused_score", "MIG113", 18, "`critic(painted)` (line 15) feeds both `generator_loss` and the loss "
+     "of `critic`'s own backward (line 25)"),
+    ("deepspeed/gan_gradients_kept", "MIG113", 28, "`g_loss` leaves gradients on `discriminator`'s weights that no "
+     "`zero_grad()` clears before `discriminator`'s next backward"),
+    ("deepspeed/gan_frozen_by_hand", "MIG113", 32, "switches `net_d`'s gradients itself (line 8: "
+     "`for parameter in module.parameters():`)"),
     ("ddp/self_update", "MIG104", 19, "holds the parameters of `QNet` itself (line 10) and is stepped inside its own "
      "method `QNet.train_net()`, called as `q.train_net(...)` (line 31)"),
 ]

@@ -20,6 +20,7 @@ from migrate.analysis.index import CallSite, ScriptIndex, spell
 from migrate.analysis.models import NOT_COMPUTATION, runs_no_forward, top_statement
 from migrate.analysis.optimizers import OptimizerSide, optimizer_side
 from migrate.analysis.sites import ModelSite, TrainingSites
+from migrate.analysis.trained import root, same_module
 from migrate.analysis.training import BUILTIN_NAMES, callee_scope, contains
 
 Block = cst.Module | cst.IndentedBlock
@@ -67,19 +68,75 @@ def _ordering(sites: TrainingSites) -> ModelOrdering | NoModelOrdering:
         return NoModelOrdering(Unordered.NO_MODEL, ())
     if len(sites.models) > 1:
         return NoModelOrdering(Unordered.SEVERAL_MODELS, tuple(sites.models))
-    index = sites.index
-    site = sites.models[0]
     side = optimizer_side(sites)
+    return _order(sites, sites.models[0], side, sorted(side.optimizers))
+
+
+def engine_orderings(sites: TrainingSites) -> tuple[ModelOrdering, ...] | NoModelOrdering:
+    """One ordering per trained model: the one model's, or, for several models that each have an
+    optimizer of their own (a GAN's generator and discriminator), one per model, all placed after
+    the same statement (the latest of their own places, in one block). Computed once."""
+    return sites.index.derived("engine_orderings", lambda: _engine_orderings(sites))  # type: ignore[no-any-return]
+
+
+def _engine_orderings(sites: TrainingSites) -> tuple[ModelOrdering, ...] | NoModelOrdering:
+    if len(sites.models) < 2:
+        single = model_ordering(sites)
+        return (single,) if isinstance(single, ModelOrdering) else single
+    several = NoModelOrdering(Unordered.SEVERAL_MODELS, tuple(sites.models))
+    paired = _own_optimizers(sites)
+    if paired is None:
+        return several
+    side = optimizer_side(sites)
+    orderings = []
+    for site, optimizer in paired:
+        ordering = _order(sites, site, side, [optimizer])
+        if isinstance(ordering, NoModelOrdering):
+            return ordering
+        orderings.append(ordering)
+    blocks = {id(sites.index.block_of[o.anchor][0]) for o in orderings}
+    if len(blocks) > 1:
+        return several
+    anchor = max((o.anchor for o in orderings), key=lambda stmt: sites.index.block_of[stmt][1])
+    compiled_first = next((o.compiled_first for o in orderings if o.compiled_first is not None), None)
+    return tuple(
+        dataclasses.replace(o, anchor=anchor, model=dataclasses.replace(o.model, wrap_after=anchor), compiled_first=compiled_first)
+        for o in orderings
+    )
+
+
+def _own_optimizers(sites: TrainingSites) -> list[tuple[ModelSite, str]] | None:
+    """Each model with the one stepped optimizer that holds its parameters and no other model's;
+    None unless every model has exactly one and every stepped optimizer belongs to one model."""
+    index = sites.index
+    roots = [root(index, site.spelling, site.scope) for site in sites.models]
+    belongs: dict[int, list[str]] = {}
+    for stepped in sites.stepped:
+        if not stepped.owners:
+            return None
+        held = {i for owner in stepped.owners for i, r in enumerate(roots)
+                if same_module(index, root(index, owner.spelling, owner.scope), r)}
+        if len(held) != 1 or len(held) != len({(o.spelling, id(o.scope)) for o in stepped.owners}):
+            return None
+        belongs.setdefault(held.pop(), []).append(stepped.spelling)
+    if sorted(belongs) != list(range(len(roots))) or any(len(set(names)) != 1 for names in belongs.values()):
+        return None
+    return [(site, belongs[i][0]) for i, site in enumerate(sites.models)]
+
+
+def _order(sites: TrainingSites, site: ModelSite, side: OptimizerSide, optimizers: list[str]) -> ModelOrdering | NoModelOrdering:
+    """The ordering of one model with the first of `optimizers` built beside it."""
+    index = sites.index
     compiled_first = site.wrap_before if site.wrap_after is None else None
     anchor = site.wrap_after or site.wrap_before
     assert anchor is not None
     block, position = index.block_of[anchor]
-    if not side.optimizers:
+    if not optimizers:
         return NoModelOrdering(Unordered.NO_OPTIMIZER, (site,), compiled_first)
-    over_model = [o for o in sorted(side.optimizers) if _built_over(index, o, site, block)]
+    over_model = [o for o in optimizers if _built_over(index, o, site, block)]
     if len(over_model) > 1:
         return NoModelOrdering(Unordered.SEVERAL_OPTIMIZERS, (site,), compiled_first, tuple(over_model))
-    for optimizer in sorted(side.optimizers):
+    for optimizer in optimizers:
         stmt = _binding_statement(index, optimizer, site, block)
         if stmt is not None:
             later = max(position, block.body.index(stmt), _last_scheduler(index, optimizer, block))

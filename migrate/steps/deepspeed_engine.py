@@ -22,52 +22,65 @@ from migrate.analysis.index import Scope, read_names
 from migrate.analysis.kinds import Kind, data_loaders, unbatched, value_kind
 from migrate.analysis.models import top_statement
 from migrate.analysis.optimizers import OptimizerSide
-from migrate.analysis.ordering import ModelOrdering, NoModelOrdering, model_ordering
+from migrate.analysis.ordering import ModelOrdering, NoModelOrdering, engine_orderings
 from migrate.analysis.sites import LoaderSite
 from migrate.analysis.state_dicts import model_state_dicts
 from migrate.analysis.training import argument, contains
 from migrate.analysis.values import dict_entry, literal_value
 from migrate.steps.base import Context, expression, statements
-from migrate.steps.engine_refusals import report_no_engine
+from migrate.steps.engine_refusals import report_no_engine, several_engines_usable
 from migrate.steps.wrap_model import remove_data_parallel, unwrap_later_uses
 from migrate.targets.deepspeed import CONFIG_NAME
 
 
 def deepspeed_engine(ctx: Context) -> None:
-    engine = _engine_site(ctx)
-    if engine is None:
+    engines = _engine_sites(ctx)
+    if engines is None:
         ctx.refused = True
         return
+    engine = engines[0]
     values = _config_values(ctx, engine)
-    if not _usable_config(ctx, values, engine):
+    values.engines = engines
+    if not _usable_config(ctx, values, engine) or not several_engines_usable(ctx, values):
         ctx.refused = True
         return
     ctx.record(values)
     config_path = _config_path_code(ctx)
     deepspeed, json = ctx.module_name("deepspeed"), ctx.module_name("json")
     overrides = "".join(f'ds_config[{key}] = {code}\n' for key, code in values.overrides)
-    model, optimizer = engine.model.spelling, engine.optimizer
     code = (
         "\n# DeepSpeed reads its settings from ds_config.json; the values this script computes itself\n"
         "# overwrite the file's, so the two never disagree\n"
         f"with open({config_path}) as config_file:\n"
         f"    ds_config = {json}.load(config_file)\n"
         f"{overrides}"
-        f"{model}, {optimizer}, _, _ = {deepspeed}.initialize(model={model}, optimizer={optimizer}, config=ds_config)\n"
     )
+    if len(engines) == 1:
+        model, optimizer = engine.model.spelling, engine.optimizer
+        code += f"{model}, {optimizer}, _, _ = {deepspeed}.initialize(model={model}, optimizer={optimizer}, config=ds_config)\n"
+    else:
+        copy = ctx.module_name("copy")
+        code += "# one engine per model and its own optimizer, each with its own copy of the settings\n"
+        for each in engines:
+            model, optimizer = each.model.spelling, each.optimizer
+            code += (f"{model}, {optimizer}, _, _ = {deepspeed}.initialize(model={model}, optimizer={optimizer}, "
+                     f"config={copy}.deepcopy(ds_config))\n")
     ctx.plan.insert_after(engine.anchor, statements(code))
-    remove_data_parallel(ctx, engine.model)
     assert ctx.wrapper is not None  # the engine: what it answers itself is the target's
-    unwrap_later_uses(ctx, engine.model, safe=ctx.wrapper.safe)
-    _gather_state_dicts(ctx, engine)
-    _warn_optimizer_state(ctx, engine)
+    for each in engines:
+        remove_data_parallel(ctx, each.model)
+        unwrap_later_uses(ctx, each.model, safe=ctx.wrapper.safe)
+        _gather_state_dicts(ctx, each)
+        _warn_optimizer_state(ctx, each)
 
 
-def _engine_site(ctx: Context) -> ModelOrdering | None:
-    """Where the engine is created; None (with the finding that says why) when nowhere."""
-    ordering = model_ordering(ctx.sites)
-    if ordering.compiled_first is not None:
-        ctx.report("MIG115", "torch.compile runs before deepspeed.initialize; call engine.compile() instead", ordering.compiled_first)
+def _engine_sites(ctx: Context) -> tuple[ModelOrdering, ...] | None:
+    """Where the engines are created (one per trained model); None (with the finding that says
+    why) when nowhere."""
+    ordering = engine_orderings(ctx.sites)
+    compiled_first = ordering.compiled_first if isinstance(ordering, NoModelOrdering) else ordering[0].compiled_first
+    if compiled_first is not None:
+        ctx.report("MIG115", "torch.compile runs before deepspeed.initialize; call engine.compile() instead", compiled_first)
     if isinstance(ordering, NoModelOrdering):
         report_no_engine(ctx, ordering)
         return None
@@ -97,7 +110,8 @@ class EngineConfig:
     gets, and the script's own expressions that overwrite them (read by engine_calls and by the
     config maker in migrate.targets.deepspeed)."""
 
-    engine: ModelOrdering
+    engine: ModelOrdering  # the first engine's (the only one, unless several models train)
+    engines: tuple[ModelOrdering, ...] = ()  # every engine: one per model with an optimizer of its own
     micro_batch: object = 1
     accumulation: object = 1
     clipping: object = 0.0

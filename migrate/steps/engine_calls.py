@@ -55,6 +55,7 @@ from migrate.analysis.training import calls_in
 from migrate.rewrite import small_statement_holding
 from migrate.steps.base import Context, expression, statement, statements
 from migrate.steps.deepspeed_engine import EngineConfig, autocast_precision
+from migrate.steps.engine_crossings import backward_engines, cross_engine_calls
 
 # calls a boundary test may make twice (once more before the backward) without changing anything
 PURE_CALLS = frozenset({"len", "int", "float", "min", "max", "abs", "round"})
@@ -64,27 +65,39 @@ def engine_calls(ctx: Context) -> None:
     if EngineConfig not in ctx.records:
         return
     config = ctx.recorded(EngineConfig)
-    engine, accumulates = config.engine, config.accumulates
-    side = engine.side
-    names = aliases(ctx.index, engine.model)
-    backward_tops: dict[cst.CSTNode, cst.BaseStatement] = {}  # scope (not its name: two may share one) -> backward
+    engines = config.engines or (config.engine,)
+    accumulates = config.accumulates
+    side = config.engine.side
+    names = {id(each): aliases(ctx.index, each.model) for each in engines}
+    by_optimizer = {each.optimizer: each for each in engines}
+    owners = backward_engines(ctx, engines)
+    if owners is None:
+        ctx.refused = True
+        return
+    if len(engines) > 1 and not cross_engine_calls(ctx, engines, owners):
+        ctx.refused = True
+        return
+    backward_tops: dict[tuple[int, int], cst.BaseStatement] = {}  # (scope node, engine) -> its backward there
     handled: set[cst.BaseStatement] = set()  # statements that no longer read what they read
     followed: set[int] = set()  # accumulations whose boundary is set (two backwards may share one)
     for call in ctx.sites.backward_calls:
-        spelled = _engine_in(names, call)
+        engine = owners[id(call.node)]
+        spelled = _engine_in(names[id(engine)], call)
         if spelled is None:
             ctx.report("MIG117", "backward runs where the model is not reachable: call engine.backward(loss) there by hand", call.node)
             continue
-        loss = _loss_of(call)
-        extra = ", scale_wrt_gas=False" if accumulates else ""
-        new = expression(f"{spelled}.backward({ctx.code(loss)}{extra})")
+        new = _engine_backward(ctx, call, spelled, accumulates)
+        if new is None:
+            ctx.refused = True
+            return
         ctx.plan.replace_with(call.node, new)
-        backward_tops[call.place.scope.node] = call.place.stmt
+        backward_tops[(id(call.place.scope.node), id(engine))] = call.place.stmt
         handled.add(call.place.stmt)
         if accumulates:
             _follow_window(ctx, spelled, call, config, followed)
     for call in side.step_calls:
-        if _step(ctx, call, names, backward_tops):
+        engine = by_optimizer.get(_stepped_optimizer(call) or "", config.engine)
+        if _step(ctx, call, names[id(engine)], backward_tops, id(engine)):
             handled.add(call.place.stmt)
     for call in side.zero_grad_calls + side.scaler_calls + side.clip_calls:
         _remove_call(ctx, call)
@@ -97,6 +110,41 @@ def engine_calls(ctx: Context) -> None:
             ctx.plan.splice(block)  # the config's torch_autocast decides alone
     _report_fp16_under_zero(ctx, config)
     _remove_emptied_ifs(ctx)
+
+
+def _engine_backward(ctx: Context, call: CallSite, engine: str, accumulates: bool) -> cst.BaseExpression | None:
+    """`engine.backward(loss)` for `loss.backward()`, keeping `retain_graph=`; a gradient given
+    to backward (`loss.backward(minus_one)`) weights the loss instead: `(loss * minus_one).sum()`
+    has the same gradients, and the engine's backward takes a scalar loss only."""
+    loss = ctx.code(_loss_of(call))
+    kept = ""
+    for arg in call.node.args:
+        keyword = arg.keyword.value if arg.keyword is not None else None
+        if arg.star:
+            ctx.report("MIG117", f"`{ctx.code(call.node)}` passes arguments DeepSpeed's engine.backward(loss) cannot "
+                       "take; the file is left unchanged", call.node)
+            return None
+        if keyword in (None, "gradient") and arg is call.node.args[0]:
+            if ctx.code(arg.value) != "None":
+                loss = f"({loss} * {ctx.code(arg.value)}).sum()"
+        elif keyword == "retain_graph":
+            kept += f", retain_graph={ctx.code(arg.value)}"
+        elif keyword is None and len(call.node.args) > 1 and arg is call.node.args[1]:
+            kept += f", retain_graph={ctx.code(arg.value)}"
+        elif keyword not in ("create_graph", "inputs") or ctx.code(arg.value) not in ("False", "None"):
+            ctx.report("MIG117", f"`{ctx.code(call.node)}` passes `{ctx.code(arg).rstrip(', ')}`, which DeepSpeed's "
+                       "engine.backward(loss) does not take; the file is left unchanged", call.node)
+            return None
+    extra = ", scale_wrt_gas=False" if accumulates else ""
+    return expression(f"{engine}.backward({loss}{kept}{extra})")
+
+
+def _stepped_optimizer(call: CallSite) -> str | None:
+    """`optimizer` of `optimizer.step()` or `scaler.step(optimizer)`."""
+    func = call.node.func
+    if call.node.args:
+        return spell(call.node.args[0].value)
+    return spell(func.value) if isinstance(func, cst.Attribute) else None
 
 
 def _engine_in(names: set[tuple[str, str]], call: CallSite) -> str | None:
@@ -117,10 +165,11 @@ def _loss_of(call: CallSite) -> cst.BaseExpression:
     return value
 
 
-def _step(ctx: Context, call: CallSite, names: set[tuple[str, str]], backward_tops: dict[cst.CSTNode, cst.BaseStatement]) -> bool:
+def _step(ctx: Context, call: CallSite, names: set[tuple[str, str]], backward_tops: dict[tuple[int, int], cst.BaseStatement],
+          engine: int) -> bool:
     """`optimizer.step()` -> `engine.step()`; False when it is left for the user (MIG117)."""
     spelled = _engine_in(names, call)
-    backward = backward_tops.get(call.place.scope.node)
+    backward = backward_tops.get((id(call.place.scope.node), engine))
     if spelled is None or backward is None:
         ctx.report("MIG117", "the optimizer steps where the model is not reachable: call engine.step() there by hand", call.node)
         return False

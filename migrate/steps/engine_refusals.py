@@ -5,6 +5,8 @@ MIG113, MIG114, MIG129): the models and optimizers seen, and what stands in the 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import libcst as cst
 
 from migrate.analysis.index import Binding, ScriptIndex, spell
@@ -13,6 +15,9 @@ from migrate.analysis.sites import ModelSite
 from migrate.analysis.training import calls_in, contains
 from migrate.steps.base import Context
 from migrate.steps.wrap_model import report_unwrapped_model
+
+if TYPE_CHECKING:
+    from migrate.steps.deepspeed_engine import EngineConfig
 
 LEFT = "the file is left unchanged"
 
@@ -113,3 +118,26 @@ def _hand_update(ctx: Context) -> cst.CSTNode | None:
                 if isinstance(func, cst.Attribute) and func.attr.value.endswith("_") and not func.attr.value.startswith("_"):
                     return small
     return None
+
+
+def several_engines_usable(ctx: Context, values: EngineConfig) -> bool:
+    """One engine per model is converted for plain float32 or autocast steps; a GradScaler,
+    gradient clipping or accumulation across several engines is not (MIG113 says which)."""
+    engines = values.engines
+    if len(engines) < 2:
+        return True
+    side = engines[0].side
+    seen: list[tuple[str, cst.CSTNode]] = []
+    if side.scaler_bindings:
+        seen.append((f"a GradScaler (`{side.scaler_bindings[0].target}`)", side.scaler_bindings[0].node))
+    if side.clip_calls:
+        seen.append((f"gradient clipping (`{ctx.code(side.clip_calls[0].node.func)}`)", side.clip_calls[0].node))
+    if ctx.sites.accumulations:
+        seen.append(("gradient accumulation", ctx.sites.accumulations[0].condition))
+    if not seen:
+        return True
+    names = " and ".join(f"`{e.model.spelling}`" for e in engines)
+    what, node = seen[0]
+    ctx.report("MIG113", f"{names} each train with their own optimizer, and the step uses {what}; one DeepSpeed engine per "
+               f"model is converted only without a GradScaler, clipping or accumulation; {LEFT}", node)
+    return False

@@ -3,8 +3,8 @@ original, at each ZeRO stage, launched by the real `deepspeed` launcher with 2 p
 
 Reference: the original with batch 2B and no shuffling. Converted: 2 ranks x batch B, no
 shuffling. amp_accum proves that gradient accumulation and clipping moved into the config
-(equal weights, not just "it ran"). The GAN is left unconverted by design (two engines), and
-says so (test_gan_is_left_unconverted).
+(equal weights, not just "it ran"). The GAN gets one engine per model (generator and
+discriminator, each with its own optimizer), checked engine by engine under the probe.
 
 Stage 3 partitions every parameter: ZeRO-3 keeps a parameter of at most
 stage3_param_persistence_threshold elements (1e5 by default) whole on every rank, and the
@@ -26,10 +26,9 @@ from typing import Any
 import pytest
 import torch
 
-from migrate import Options, migrate_source
+from migrate import Options
 from tests.equivalence import zero3_probe
 from tests.equivalence.harness import (
-    SAMPLES,
     assert_loads_strictly,
     assert_same_weights,
     convert,
@@ -42,7 +41,7 @@ from tests.equivalence.test_ddp import BATCHNORM_SAMPLES, LOSS_RTOL, final_train
 
 pytestmark = pytest.mark.slow
 
-SAMPLES_CONVERTED = [name for name in sample_names() if name != "gan"]
+SAMPLES_CONVERTED = sample_names()
 ARGS = ["--epochs", "2", "--no-shuffle"]
 _references: dict[str, object] = {}
 
@@ -82,16 +81,16 @@ def assert_partitioned(folder: Path, zero: Any, nproc: int = 2) -> None:
     assert sorted(records) == list(range(nproc)), f"probe records from ranks {sorted(records)}"
     for rank, events in records.items():
         assert {e["event"] for e in events} == {"forward", "step"}, f"rank {rank}: {events[:3]}"
-        after_step = True  # the first forward comes after deepspeed.initialize partitioned everything
+        after_step = {e["engine"]: True for e in events}  # the first forward comes after initialize partitioned all
         for e in events:
             assert e["stage"] == 3 and e["params"] == e["zero_params"] > 0, e
             assert e["persistent"] == 0, f"rank {rank}: parameters kept whole: {e}"
             assert e["full_numel"] <= nproc * e["shard_numel"] < nproc * e["full_numel"], f"rank {rank}: {e}"
             # DeepSpeed's limits on what is gathered at once leave the whole model room
             assert zero.max_live_parameters >= e["full_numel"] and zero.prefetch_bucket_size >= e["full_numel"], zero
-            if e["event"] == "step" or after_step:
+            if e["event"] == "step" or after_step[e["engine"]]:
                 assert e["not_available"] == e["empty"] == e["params"] and e["held_numel"] == 0, f"rank {rank}: {e}"
-            after_step = e["event"] == "step"
+            after_step[e["engine"]] = e["event"] == "step"
 
 
 def reference(sample: str, folder: Path):  # type: ignore[no-untyped-def]
@@ -123,13 +122,6 @@ def test_deepspeed_sample_trains_like_the_original(sample: str, stage: int, tmp_
         assert actual == pytest.approx(final_train_loss(expected.stdout + expected.stderr), rel=LOSS_RTOL)
         return
     assert_same_weights(run.weights, expected.weights)
-
-
-def test_gan_is_left_unconverted() -> None:
-    source = (SAMPLES / "gan" / "train.py").read_text()
-    result = migrate_source(source, "deepspeed")
-    assert result.new == source and result.skipped
-    assert [f.code for f in result.findings] == ["MIG113"]
 
 
 def test_converted_script_still_runs_with_plain_python(tmp_path: Path, tmp_path_factory) -> None:  # type: ignore[no-untyped-def]

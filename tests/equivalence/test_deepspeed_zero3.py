@@ -140,7 +140,7 @@ def test_the_partition_check_refuses_persistent_parameters(tmp_path: Path) -> No
     them whole. assert_partitioned must refuse that."""
     from deepspeed.runtime.zero.config import DeepSpeedZeroConfig
 
-    shard = {"stage": 3, "params": 6, "zero_params": 6, "full_numel": 4929, "shard_numel": 2465}
+    shard = {"engine": 0, "stage": 3, "params": 6, "zero_params": 6, "full_numel": 4929, "shard_numel": 2465}
     released = {"not_available": 6, "empty": 6, "held_numel": 0}
     whole = {"not_available": 0, "empty": 0, "held_numel": 4929}
     for rank in (0, 1):

@@ -9,8 +9,11 @@ two of torch's global hooks write one JSON line per engine to
 - "forward": a global forward pre-hook, when the engine's model (the user's module) starts a
   forward. Global pre-hooks run before the module's own, so DeepSpeed has not gathered anything
   for this forward yet: what is whole here stayed whole since the last step or forward;
-- "step": an optimizer step post-hook. ZeRO-3 steps the user's optimizer on flat fp32 shards,
-  so this fires in the middle of training, outside any forward.
+- "step": an optimizer step post-hook, for the engine whose optimizer stepped (every engine when
+  that cannot be told). ZeRO-3 steps the user's optimizer on flat fp32 shards, so this fires in
+  the middle of training, outside any forward.
+Each line names its engine (`engine`: the order of its deepspeed.initialize), so a script with an
+engine per model (a GAN) is checked engine by engine.
 A partitioned parameter (DeepSpeed's runtime/zero/partition_parameters.py) has `ds_status ==
 ZeroParamStatus.NOT_AVAILABLE`, an empty `data` (`p.numel() == 0`), its full size in `ds_numel`
 and this rank's slice in `ds_tensor`. A persistent one (`ds_persist`: at most
@@ -40,13 +43,14 @@ def split_arguments(argv: list[str]) -> tuple[str, list[str]]:
     return script, [*rest, *launcher]
 
 
-def summary(engine: Any, event: str, step: int) -> dict[str, Any]:
+def summary(engine: Any, number: int, event: str, step: int) -> dict[str, Any]:
     from deepspeed.runtime.zero.partition_parameters import ZeroParamStatus
 
     params = list(engine.module.parameters())
     zero = [p for p in params if hasattr(p, "ds_id")]
     return {
         "event": event,
+        "engine": number,
         "step": step,
         "stage": engine.zero_optimization_stage(),
         "params": len(params),
@@ -77,14 +81,15 @@ def install(record: Path) -> None:
     def write(event: str, chosen: list[Any]) -> None:
         with record.open("a") as out:
             for engine in chosen:
-                out.write(json.dumps(summary(engine, event, steps[0])) + "\n")
+                out.write(json.dumps(summary(engine, engines.index(engine), event, steps[0])) + "\n")
 
     def before_forward(module: Any, args: Any) -> None:
         write("forward", [engine for engine in engines if engine.module is module])
 
     def after_step(optimizer: Any, args: Any, kwargs: Any) -> None:
         steps[0] += 1
-        write("step", engines)
+        stepped = [engine for engine in engines if getattr(engine.optimizer, "optimizer", engine.optimizer) is optimizer]
+        write("step", stepped or engines)
 
     deepspeed.initialize = initialize
     register_module_forward_pre_hook(before_forward)

@@ -101,9 +101,22 @@ def test_saving_the_optimizer_s_state_is_reported_under_zero() -> None:
     assert run_step(deepspeed_engine, script, target="deepspeed", zero=0).findings == ()
 
 
-def test_two_trained_models_are_refused_and_the_file_left_as_it_is() -> None:
+def test_two_models_with_their_own_optimizers_get_one_engine_each() -> None:
     result = run_step(deepspeed_engine, TWO_MODELS, target="deepspeed")
+    assert not result.refused and result.codes == []
+    assert [line for line in result.text.splitlines() if "deepspeed.initialize" in line] == [
+        "generator, g_optimizer, _, _ = deepspeed.initialize(model=generator, optimizer=g_optimizer, config=copy.deepcopy(ds_config))",
+        "critic, c_optimizer, _, _ = deepspeed.initialize(model=critic, optimizer=c_optimizer, config=copy.deepcopy(ds_config))",
+    ]
+
+
+def test_two_models_sharing_one_optimizer_are_refused_and_the_file_left_as_it_is() -> None:
+    shared = TWO_MODELS.replace("g_optimizer = torch.optim.Adam(generator.parameters())\n", "").replace(
+        "c_optimizer = torch.optim.Adam(critic.parameters())",
+        "c_optimizer = torch.optim.Adam(list(generator.parameters()) + list(critic.parameters()))",
+    ).replace("g_optimizer", "c_optimizer")
+    result = run_step(deepspeed_engine, shared, target="deepspeed")
     assert result.refused
     assert result.text == result.source
-    assert result.codes == [("MIG113", 12)]
-    assert "2 models are trained (`generator`, `critic`)" in result.findings[0].message
+    assert result.codes == [("MIG113", 11)]
+    assert "`generator` and `critic` are trained by one optimizer, `c_optimizer`" in result.findings[0].message

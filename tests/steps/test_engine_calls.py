@@ -115,3 +115,31 @@ def test_a_profilers_step_is_left_alone() -> None:
     result = run_steps(BOTH, script, target="deepspeed", zero=0)
     assert "        model.step()\n        scheduler.step()\n        prof.step()\n" in result.text
     assert result.text.count("model.step()") == 1
+
+
+PLAIN = AMP.replace("    scaler = torch.cuda.amp.GradScaler()\n", "").replace(
+    '        with torch.autocast("cuda"):\n            loss', "        loss").replace(
+    "        scaler.scale(loss).backward()\n        scaler.unscale_(optimizer)\n"
+    "        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n        scaler.step(optimizer)\n"
+    "        scaler.update()\n", "        loss.backward(BACKWARD_ARGUMENTS)\n        optimizer.step()\n")
+
+
+def test_backward_keeps_retain_graph_and_a_given_gradient_weights_the_loss() -> None:
+    """engine.backward(loss) takes a scalar loss and retain_graph: `loss.backward(minus_one)`
+    becomes `(loss * minus_one).sum()`, whose gradients are the same; nothing is dropped."""
+    for given, expected in [
+        ("retain_graph=True", "model.backward(loss, retain_graph=True)"),
+        ("minus_one", "model.backward((loss * minus_one).sum())"),
+        ("gradient=minus_one, retain_graph=keep", "model.backward((loss * minus_one).sum(), retain_graph=keep)"),
+        ("None, True", "model.backward(loss, retain_graph=True)"),
+    ]:
+        result = run_steps(BOTH, PLAIN.replace("BACKWARD_ARGUMENTS", given), target="deepspeed")
+        assert f"        {expected}\n        model.step()\n" in result.text, result.text
+        assert result.findings == ()
+
+
+def test_backward_given_what_the_engine_cannot_take_is_reported() -> None:
+    result = run_steps(BOTH, PLAIN.replace("BACKWARD_ARGUMENTS", "inputs=[model.weight]"), target="deepspeed")
+    assert result.refused and result.codes == [("MIG117", 14)]
+    assert "passes `inputs=[model.weight]`, which DeepSpeed's engine.backward(loss) does not take; the file is left " \
+        "unchanged" in result.findings[0].message
