@@ -151,7 +151,7 @@ def _unsafe(ctx: Context, crossing: Crossing, engines: tuple[ModelOrdering, ...]
                         f"of `{other_name}`'s own backward (line {ctx.position(own.node)[0]})")
     switch = _switches_gradients(ctx, other)
     if switch is not None:
-        first_line = ctx.code(switch).strip().splitlines()[0]
+        first_line = ctx.code(switch.with_changes(leading_lines=())).strip().splitlines()[0]
         return f"the script switches `{other_name}`'s gradients itself (line {ctx.position(switch)[0]}: `{first_line}`)"
     if not _cleared_before_next_step(ctx, backward, other, owners):
         return (f"`{loss}` leaves gradients on `{other_name}`'s weights that no `zero_grad()` clears before "
@@ -160,14 +160,21 @@ def _unsafe(ctx: Context, crossing: Crossing, engines: tuple[ModelOrdering, ...]
 
 
 def _switches_gradients(ctx: Context, other: ModelOrdering) -> cst.CSTNode | None:
-    """A statement of the script that sets `requires_grad` on the other model's weights."""
+    """A line of the script that sets `requires_grad` on the other model's weights
+    (`D.requires_grad_(False)`), or a loop over its parameters that does (`for p in D.parameters():
+    p.requires_grad = False`)."""
     names = {spelled for spelled, _scope in aliases(ctx.index, other.model)}
+
+    def reads(node: cst.CSTNode) -> bool:
+        return contains(node, lambda n: isinstance(n, cst.Name | cst.Attribute) and spell(n) in names)
+
+    def switches(node: cst.CSTNode) -> bool:
+        return contains(node, lambda n: isinstance(n, cst.Attribute) and n.attr.value in ("requires_grad", "requires_grad_"))
+
     for stmt in ctx.index.scope_of:
-        if isinstance(stmt, cst.FunctionDef | cst.ClassDef):
-            continue
-        reads = contains(stmt, lambda n: isinstance(n, cst.Name | cst.Attribute) and spell(n) in names)
-        switches = contains(stmt, lambda n: isinstance(n, cst.Name) and n.value in ("requires_grad", "requires_grad_"))
-        if reads and switches:
+        if isinstance(stmt, cst.SimpleStatementLine) and reads(stmt) and switches(stmt):
+            return stmt
+        if isinstance(stmt, cst.For) and reads(stmt.iter) and switches(stmt.body):
             return stmt
     return None
 

@@ -52,9 +52,21 @@ def _report_several_models(ctx: Context, models: tuple[ModelSite, ...], first: c
                    f"several modules (a container module holding them) is not converted automatically; {LEFT}", first)
         return
     optimizers = ", ".join(f"`{s.spelling}`" for s in ctx.sites.stepped)
-    with_their_own = f" with their own optimizers ({optimizers})" if len(ctx.sites.stepped) > 1 else ""
-    ctx.report("MIG113", f"{len(models)} models are trained ({names}){with_their_own}; one DeepSpeed engine per model "
-               f"and optimizer is not converted automatically; {LEFT}", first)
+    with_their_own = f" with the optimizers {optimizers}" if len(ctx.sites.stepped) > 1 else ""
+    untold = next((s for s in ctx.sites.stepped if s.owners is None), None)
+    binding = next(iter(ctx.index.bindings_of(untold.spelling)), None) if untold is not None else None
+    if untold is not None and binding is not None:
+        line = ctx.position(binding.place.stmt)[0]
+        why = (f"which model's parameters `{untold.spelling}` holds cannot be told here (it is bound at line {line}: "
+               f"`{_first_line(ctx, binding.place.stmt)}`): build each optimizer from its model's parameters beside it")
+    else:
+        why = "no optimizer holds the parameters of exactly one of them"
+    ctx.report("MIG113", f"{len(models)} models are trained ({names}){with_their_own}, and one DeepSpeed engine per model "
+               f"needs an optimizer of its own for each: {why}; {LEFT}", first)
+
+
+def _first_line(ctx: Context, stmt: cst.BaseStatement) -> str:
+    return ctx.code(stmt.with_changes(leading_lines=())).strip().splitlines()[0]
 
 
 def _report_no_optimizer(ctx: Context, model: ModelSite, first: cst.CSTNode | None) -> None:
