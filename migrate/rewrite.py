@@ -130,8 +130,18 @@ class EditPlan:
                 self.after[self.module.body[0]][:0] = self.module_imports
             elif self.module.body:  # ahead of setup or anything else inserted there
                 self.before[self.module.body[0]][:0] = self.module_imports
+        self._drop_nested_guards()
         applier = _Applier(self, self._edited_paths())
         return self.module.visit(applier)  # type: ignore[return-value]
+
+    def _drop_nested_guards(self) -> None:
+        """A statement inside one that is guarded by the same test needs no guard of its own
+        (two steps may each guard one: the `with open(p, "wb")` and the `torch.save` in it)."""
+        for outer in [stmt for stmt in self.guarded if isinstance(stmt, cst.BaseCompoundStatement)]:
+            test = self.guarded.get(outer)
+            for inner in descendants(outer):
+                if inner is not outer and isinstance(inner, cst.BaseStatement) and self.guarded.get(inner) == test:
+                    del self.guarded[inner]
 
     def _edited_paths(self) -> set[cst.CSTNode]:
         """Every node that is edited or holds an edited node: the applier skips all others, so

@@ -31,7 +31,6 @@ EXPECTED = [
      "is wrapped (the wrapper goes after line 39)"),
     ("ddp/model_at_import", "MIG124", 19, "the model `model` is built at import time (line 19) but training starts in `run()`"),
     ("ddp/data_parallel_two_paths", "MIG003", 34, "removed in 2 places (lines 34, 37)"),
-    ("deepspeed/shared_optimizer", "MIG113", 28, "`encoder` and `decoder` are trained by one optimizer, `optimizer`"),
     ("deepspeed/two_optimizers_one_model", "MIG129", 20, "`body_optimizer` and `head_optimizer` each step parameters of `model`"),
     ("ddp/closure_step", "MIG104", 21, "`optimizer.step(...)` (line 21) is given `closure`, a closure that runs the forward "
      "and backward"),

@@ -385,3 +385,24 @@ def _initializes(index: ScriptIndex, call: cst.Call) -> bool:
         or (isinstance(c.func, cst.Attribute) and c.func.attr.value in INIT_IN_PLACE | {"reset_parameters"})
         for c in calls_in(scope.node)
     )
+
+
+def per_rank_condition(sites, stmt: cst.BaseStatement) -> cst.If | cst.While | None:  # type: ignore[no-untyped-def]
+    """The `if` or `while` around `stmt` whose test reads a value of this rank's own batches (a
+    loss, a model output, or a name computed from them, in a scope that runs backward): around it
+    in its own function, or around a call of that function from a scope that runs backward. Code
+    under it runs on some ranks only."""
+    index: ScriptIndex = sites.index
+    models = {m.spelling for m in sites.models}
+    scope = index.scope_of.get(stmt)
+    places = [stmt] + [c.place.stmt for c in index.calls if scope is not None and c.name == scope.name.rsplit(".", 1)[-1]
+                       and not scope.is_module]
+    for place in places:
+        where = index.scope_of.get(place)
+        if where is None:
+            continue
+        per_rank = per_rank_names(index, where, _loss_names(sites, where) | _forward_outputs(index, where, models))
+        for around in index.enclosing_statements(place):
+            if isinstance(around, cst.If | cst.While) and around is not place and _values_read(around.test) & per_rank:
+                return around
+    return None

@@ -36,6 +36,9 @@ class ModelOrdering:
     anchor: cst.BaseStatement  # the framework's call goes right after this statement
     side: OptimizerSide  # the optimizer side of the training step
     compiled_first: cst.BaseStatement | None = None  # a `torch.compile` of the model that runs before `anchor`
+    # a container over several modules one optimizer trains (an encoder and a decoder): `model` is
+    # the container the framework's call makes (its spelling a new name), these are the modules
+    members: tuple[ModelSite, ...] = ()
 
 
 class Unordered(enum.Enum):
@@ -84,6 +87,9 @@ def _engine_orderings(sites: TrainingSites) -> tuple[ModelOrdering, ...] | NoMod
         single = model_ordering(sites)
         return (single,) if isinstance(single, ModelOrdering) else single
     several = NoModelOrdering(Unordered.SEVERAL_MODELS, tuple(sites.models))
+    shared = _shared_optimizer(sites)
+    if shared is not None:
+        return _container(sites, shared) or several
     paired = _own_optimizers(sites)
     if paired is None:
         return several
@@ -103,6 +109,54 @@ def _engine_orderings(sites: TrainingSites) -> tuple[ModelOrdering, ...] | NoMod
         dataclasses.replace(o, anchor=anchor, model=dataclasses.replace(o.model, wrap_after=anchor), compiled_first=compiled_first)
         for o in orderings
     )
+
+
+def _shared_optimizer(sites: TrainingSites) -> str | None:
+    """The one stepped optimizer when it holds the parameters of every trained model, and of
+    nothing else (`Adam(list(encoder.parameters()) + list(decoder.parameters()))`)."""
+    if len({s.spelling for s in sites.stepped}) != 1 or not all(s.owners for s in sites.stepped):
+        return None
+    index = sites.index
+    roots = [root(index, site.spelling, site.scope) for site in sites.models]
+    held = [root(index, owner.spelling, owner.scope) for s in sites.stepped for owner in s.owners or ()]
+    every_model = all(any(same_module(index, h, r) for h in held) for r in roots)
+    nothing_else = all(any(same_module(index, h, r) for r in roots) for h in held)
+    return sites.stepped[0].spelling if every_model and nothing_else else None
+
+
+def _container(sites: TrainingSites, optimizer: str) -> tuple[ModelOrdering] | None:
+    """One ordering for a container over the models `optimizer` trains together, placed after
+    the latest of their own places; None unless they are plain names bound in one block."""
+    index = sites.index
+    side = optimizer_side(sites)
+    owners = [root(index, owner.spelling, owner.scope) for owner in sites.stepped[0].owners or ()]
+    written = sorted(sites.models, key=lambda m: next(
+        (i for i, held in enumerate(owners) if same_module(index, held, root(index, m.spelling, m.scope))), len(owners)))
+    orderings = []
+    for site in written:  # in the order the optimizer is given them
+        ordering = _order(sites, site, side, [optimizer])
+        if isinstance(ordering, NoModelOrdering) or "." in site.spelling:
+            return None
+        orderings.append(ordering)
+    if len({id(index.block_of[o.anchor][0]) for o in orderings}) > 1:
+        return None
+    anchor = max((o.anchor for o in orderings), key=lambda stmt: index.block_of[stmt][1])
+    members = tuple(dataclasses.replace(o.model, wrap_after=anchor) for o in orderings)
+    name = _free_name(index, "_".join(m.spelling for m in members) if len(members) <= 3 else "trained_modules")
+    container = ModelSite(spelling=name, scope=members[0].scope, wrap_after=anchor, wrap_before=None, data_parallel=[])
+    compiled_first = next((o.compiled_first for o in orderings if o.compiled_first is not None), None)
+    return (ModelOrdering(model=container, optimizer=optimizer, anchor=anchor, side=side, compiled_first=compiled_first,
+                          members=members),)
+
+
+def _free_name(index: ScriptIndex, name: str) -> str:
+    """`name`, or `name_engine` (then `name_engine2`...) when the script already uses it."""
+    used = {b.target for b in index.bindings} | set(index.imports) | set(index.functions) | set(index.classes)
+    candidate, number = name, 1
+    while candidate in used:
+        candidate = f"{name}_engine" if number == 1 else f"{name}_engine{number}"
+        number += 1
+    return candidate
 
 
 def _own_optimizers(sites: TrainingSites) -> list[tuple[ModelSite, str]] | None:

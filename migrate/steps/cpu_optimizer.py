@@ -32,7 +32,13 @@ class TorchOptimizerOnCpu:
 def cpu_optimizer(ctx: Context) -> None:
     if ctx.options.offload_optimizer == "none" or EngineConfig not in ctx.records:
         return
-    optimizer = ctx.recorded(EngineConfig).engine.optimizer
+    config = ctx.recorded(EngineConfig)
+    for engine in config.engines or (config.engine,):
+        _offloaded(ctx, engine.optimizer)
+
+
+def _offloaded(ctx: Context, optimizer: str) -> None:
+    """One engine's optimizer: DeepSpeedCPUAdam where it can be, else said (MIG004)."""
     call = _construction(ctx, optimizer)
     if call is None:
         return

@@ -15,15 +15,17 @@ import dataclasses
 import json
 import math
 import os
+import textwrap
 
 import libcst as cst
 
+from migrate.analysis.divergence import per_rank_condition
 from migrate.analysis.index import Scope, read_names
 from migrate.analysis.kinds import Kind, data_loaders, unbatched, value_kind
 from migrate.analysis.models import top_statement
 from migrate.analysis.optimizers import OptimizerSide
 from migrate.analysis.ordering import ModelOrdering, NoModelOrdering, engine_orderings
-from migrate.analysis.sites import LoaderSite
+from migrate.analysis.sites import LoaderSite, ModelSite
 from migrate.analysis.state_dicts import model_state_dicts
 from migrate.analysis.training import argument, contains
 from migrate.analysis.values import dict_entry, literal_value
@@ -55,7 +57,9 @@ def deepspeed_engine(ctx: Context) -> None:
         f"    ds_config = {json}.load(config_file)\n"
         f"{overrides}"
     )
-    if len(engines) == 1:
+    if engine.members:
+        code += _container_code(ctx, engine)
+    elif len(engines) == 1:
         model, optimizer = engine.model.spelling, engine.optimizer
         code += f"{model}, {optimizer}, _, _ = {deepspeed}.initialize(model={model}, optimizer={optimizer}, config=ds_config)\n"
     else:
@@ -68,10 +72,31 @@ def deepspeed_engine(ctx: Context) -> None:
     ctx.plan.insert_after(engine.anchor, statements(code))
     assert ctx.wrapper is not None  # the engine: what it answers itself is the target's
     for each in engines:
-        remove_data_parallel(ctx, each.model)
-        unwrap_later_uses(ctx, each.model, safe=ctx.wrapper.safe)
-        _gather_state_dicts(ctx, each)
+        for member in each.members:  # modules the script keeps calling itself: no `.module`
+            remove_data_parallel(ctx, member)
+            _gather_state_dicts(ctx, member, through_engine=False)
+        if not each.members:
+            remove_data_parallel(ctx, each.model)
+            unwrap_later_uses(ctx, each.model, safe=ctx.wrapper.safe)
+            _gather_state_dicts(ctx, each.model, through_engine=True)
         _warn_optimizer_state(ctx, each)
+
+
+def _container_code(ctx: Context, engine: ModelOrdering) -> str:
+    """One engine over a ModuleDict of the modules one optimizer trains together. The script
+    keeps calling each module itself: they are the container's own submodules, so the engine's
+    backward and step (and ZeRO's hooks on every submodule) cover them."""
+    torch, deepspeed = ctx.module_name("torch"), ctx.module_name("deepspeed")
+    container, optimizer = engine.model.spelling, engine.optimizer
+    names = [member.spelling for member in engine.members]
+    listed = ", ".join(f"`{n}`" for n in names[:-1]) + f" and `{names[-1]}`"
+    entries = ", ".join(f'"{n}": {n}' for n in names)
+    why = f"one engine over {listed}, which `{optimizer}` trains together; the script still calls each module itself"
+    return (
+        "".join(f"# {line}\n" for line in textwrap.wrap(why, 96))
+        + f"{container} = {torch}.nn.ModuleDict({{{entries}}})\n"
+        f"{container}, {optimizer}, _, _ = {deepspeed}.initialize(model={container}, optimizer={optimizer}, config=ds_config)\n"
+    )
 
 
 def _engine_sites(ctx: Context) -> tuple[ModelOrdering, ...] | None:
@@ -112,6 +137,11 @@ class EngineConfig:
 
     engine: ModelOrdering  # the first engine's (the only one, unless several models train)
     engines: tuple[ModelOrdering, ...] = ()  # every engine: one per model with an optimizer of its own
+
+    @property
+    def trained_sites(self) -> list[ModelSite]:
+        """The modules the engines train: each engine's model, or a container engine's members."""
+        return [site for each in self.engines or (self.engine,) for site in (each.members or (each.model,))]
     micro_batch: object = 1
     accumulation: object = 1
     clipping: object = 0.0
@@ -368,19 +398,48 @@ def _visible(ctx: Context, expression: cst.BaseExpression, engine: ModelOrdering
 
 # -- state dicts ---------------------------------------------------------------------------------
 
-def _gather_state_dicts(ctx: Context, engine: ModelOrdering) -> None:
-    """`torch.save(model.state_dict(), p)` -> gather on every rank, then save the full copy."""
+def _gather_state_dicts(ctx: Context, site: ModelSite, through_engine: bool) -> None:
+    """`torch.save(model.state_dict(), p)` -> gather on every rank, then save the full copy
+    (`model.module` for the engine itself, the module as it is for a container's member)."""
     deepspeed = ctx.module_name("deepspeed")
-    for read in model_state_dicts(ctx.index, engine.model):
+    for read in model_state_dicts(ctx.index, site):
         variable = f"{read.owner.split('.')[-1]}_state"
+        module = f"{read.owner}.module" if through_engine else read.owner
         gather = statements(
-            f"with {deepspeed}.zero.GatheredParameters(list({read.owner}.module.parameters())):"
+            f"with {deepspeed}.zero.GatheredParameters(list({module}.parameters())):"
             "  # ZeRO-3 shards the weights: every rank gathers\n"
-            f"    {variable} = {{name: tensor.detach().cpu().clone() for name, tensor in {read.owner}.module.state_dict().items()}}\n"
+            f"    {variable} = {{name: tensor.detach().cpu().clone() for name, tensor in {module}.state_dict().items()}}\n"
         )
-        ctx.plan.insert_before(read.stmt, gather[:-1])
-        ctx.plan.insert_above(read.stmt, gather[-1])
+        anchor = _outside_open_files(ctx, read.stmt)
+        _report_gather_on_some_ranks(ctx, anchor, site)
+        ctx.plan.insert_before(anchor, gather[:-1])
+        ctx.plan.insert_above(anchor, gather[-1])
         ctx.plan.replace_with(read.call, cst.Name(variable))
+
+
+def _report_gather_on_some_ranks(ctx: Context, anchor: cst.BaseStatement, site: ModelSite) -> None:
+    """MIG121 when the gather runs under a condition on this rank's own batches (`if total <
+    best:` with `total` summed from its losses): under ZeRO-3 every rank must gather."""
+    condition = per_rank_condition(ctx.sites, anchor)
+    if condition is None:
+        return
+    test = ctx.code(condition.test)
+    ctx.report("MIG121", f"the gather of `{site.spelling}`'s weights for saving runs only when `{test}` (line "
+               f"{ctx.position(condition)[0]}) holds, and that reads a value of this rank's own batches: under ZeRO-3 "
+               "every rank must take part in the gather, so ranks that skip it leave the others waiting; test a value "
+               "every rank shares (all-reduce it first), or decide on rank 0 and broadcast the decision", anchor)
+
+
+def _outside_open_files(ctx: Context, stmt: cst.BaseStatement) -> cst.BaseStatement:
+    """The statement a gather goes above: `stmt`, or the outermost `with open(...)` holding it
+    (a file written there is written on rank 0 only, and every rank must gather)."""
+    anchor = stmt
+    for around in ctx.index.enclosing_statements(stmt):
+        if isinstance(around, cst.With) and any(
+            isinstance(item.item, cst.Call) and ctx.code(item.item.func) == "open" for item in around.items
+        ):
+            anchor = around
+    return anchor
 
 
 def _warn_optimizer_state(ctx: Context, engine: ModelOrdering) -> None:

@@ -49,7 +49,8 @@ def _report_several_models(ctx: Context, models: tuple[ModelSite, ...], first: c
     if shared:
         owners = " and ".join(dict.fromkeys(f"`{o.spelling}`" for o in shared[0].owners or ()))
         ctx.report("MIG113", f"{owners} are trained by one optimizer, `{shared[0].spelling}`; one DeepSpeed engine over "
-                   f"several modules (a container module holding them) is not converted automatically; {LEFT}", first)
+                   "them (a ModuleDict of the modules) is built only when each is a plain name bound beside that "
+                   f"optimizer, in one block, and the optimizer holds nothing else; {LEFT}", first)
         return
     optimizers = ", ".join(f"`{s.spelling}`" for s in ctx.sites.stepped)
     with_their_own = f" with the optimizers {optimizers}" if len(ctx.sites.stepped) > 1 else ""

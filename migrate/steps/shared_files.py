@@ -376,24 +376,40 @@ def _load_after_save(ctx: Context) -> None:
         keyword = WRITES_TO.get(call.name or "")
         target = argument(call.node, keyword, 1) if keyword is not None else None
         if target is not None and runs_on_rank_zero(ctx, call.place.stmt):
-            saved.setdefault(_normalized(ctx, target.value), call)
+            saved.setdefault(_file_key(ctx, target.value, call.place.stmt)[0], call)
     done: set[int] = set()
     order = {stmt: i for i, stmt in enumerate(index.scope_of)}
     for call in index.calls_named("torch.load"):
         source = argument(call.node, "f", 0)
-        if source is None or _normalized(ctx, source.value) not in saved:
+        key, stmt = _file_key(ctx, source.value, call.place.stmt) if source is not None else ("", call.place.stmt)
+        if source is None or key not in saved:
             continue
-        stmt = call.place.stmt
-        save = saved[_normalized(ctx, source.value)]
+        save = saved[key]
         if id(stmt) in done or order.get(stmt, 0) < order.get(save.place.stmt, 0):
             continue
         done.add(id(stmt))
         if every_rank_reaches(ctx, stmt) and not runs_on_rank_zero(ctx, stmt):
-            ctx.plan.insert_above(stmt, _barrier(ctx, f"rank 0 has finished writing {ctx.code(source.value)}"))
+            ctx.plan.insert_above(stmt, _barrier(ctx, f"rank 0 has finished writing {key}"))
         elif not runs_on_rank_zero(ctx, stmt):
             ctx.report("MIG120", f"`{ctx.code(call.node)}` reads a file only rank 0 writes, under a condition that may "
                        "differ between ranks, so no barrier was added: a rank may read it before rank 0 has written it; "
                        f"add {ctx.distributed.said(ctx.distributed.barrier)} where every rank passes before it", call.node)
+
+
+def _file_key(ctx: Context, node: cst.BaseExpression, stmt: cst.BaseStatement) -> tuple[str, cst.BaseStatement]:
+    """The file a save or load names, and the statement a barrier before the load goes above: for
+    a handle of an enclosing `with open(path, ...) as f:`, that `path` and the `with` (the file is
+    opened there, so the barrier must come before it), else the expression itself and `stmt`."""
+    if isinstance(node, cst.Name):
+        for around in ctx.index.enclosing_statements(stmt):
+            if not isinstance(around, cst.With):
+                continue
+            for item in around.items:
+                opened = item.item
+                if (item.asname is not None and spell(item.asname.name) == node.value and isinstance(opened, cst.Call)
+                        and spell(opened.func) == "open" and opened.args):
+                    return _normalized(ctx, opened.args[0].value), around
+    return _normalized(ctx, node), stmt
 
 
 def _normalized(ctx: Context, node: cst.BaseExpression) -> str:

@@ -30,11 +30,12 @@ def zero3_reads(ctx: Context) -> None:
     if EngineConfig not in ctx.records:
         return
     config = ctx.recorded(EngineConfig)
-    site = config.engine.model
     handled = {clip.place.stmt for clip in config.engine.side.clip_calls}
-    _report_reads(ctx, site, handled)
-    _report_pickled_saves(ctx, site)
-    _no_inference_mode(ctx, site)
+    sites = config.trained_sites
+    for site in sites:
+        _report_reads(ctx, site, handled)
+        _report_pickled_saves(ctx, site)
+    _no_inference_mode(ctx, sites)
 
 
 def _report_reads(ctx: Context, site: ModelSite, handled: set[cst.BaseStatement]) -> None:
@@ -75,11 +76,11 @@ def _report_pickled_saves(ctx: Context, site: ModelSite) -> None:
                    "instead, which the conversion gathers on every rank", call.node)
 
 
-def _no_inference_mode(ctx: Context, site: ModelSite) -> None:
-    """`@torch.inference_mode()` / `with torch.inference_mode():` around code that runs the model
-    becomes `torch.no_grad()`, with a comment saying why."""
+def _no_inference_mode(ctx: Context, sites: list[ModelSite]) -> None:
+    """`@torch.inference_mode()` / `with torch.inference_mode():` around code that runs a trained
+    model becomes `torch.no_grad()`, with a comment saying why."""
     index = ctx.index
-    names = {spelling for spelling, _scope in aliases(index, site)}
+    names = {spelling for site in sites for spelling, _scope in aliases(index, site)}
     for call in index.calls_named("torch.inference_mode"):
         holder = _decorated_or_with(ctx, call.node)
         if holder is None or not names & index.names_under(holder):

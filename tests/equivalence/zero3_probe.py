@@ -7,7 +7,8 @@ The script is not edited: `deepspeed.initialize` is wrapped to keep the engines 
 two of torch's global hooks write one JSON line per engine to
 `<SCRIPT's folder>/zero3_probe.rank<R>.jsonl`:
 - "forward": a global forward pre-hook, when the engine's model (the user's module) starts a
-  forward. Global pre-hooks run before the module's own, so DeepSpeed has not gathered anything
+  forward, or one of its modules when the engine is built over a ModuleDict the script never
+  calls (it calls each module itself). Global pre-hooks run before the module's own, so DeepSpeed has not gathered anything
   for this forward yet: what is whole here stayed whole since the last step or forward;
 - "step": an optimizer step post-hook, for the engine whose optimizer stepped (every engine when
   that cannot be told). ZeRO-3 steps the user's optimizer on flat fp32 shards, so this fires in
@@ -84,7 +85,7 @@ def install(record: Path) -> None:
                 out.write(json.dumps(summary(engine, engines.index(engine), event, steps[0])) + "\n")
 
     def before_forward(module: Any, args: Any) -> None:
-        write("forward", [engine for engine in engines if engine.module is module])
+        write("forward", [engine for engine in engines if engine.module is module or _member(engine.module, module)])
 
     def after_step(optimizer: Any, args: Any, kwargs: Any) -> None:
         steps[0] += 1
@@ -94,6 +95,14 @@ def install(record: Path) -> None:
     deepspeed.initialize = initialize
     register_module_forward_pre_hook(before_forward)
     register_optimizer_step_post_hook(after_step)
+
+
+def _member(container: Any, module: Any) -> bool:
+    """`module` is one of the modules of an engine built over a ModuleDict (one optimizer
+    training several modules the script calls itself): the engine's own forward never runs."""
+    from torch import nn
+
+    return isinstance(container, nn.ModuleDict) and any(module is child for child in container.children())
 
 
 def read_records(folder: Path) -> dict[int, list[dict[str, Any]]]:
