@@ -43,6 +43,8 @@ EXPECTED = [
      "`zero_grad()` clears before `discriminator`'s next backward"),
     ("deepspeed/gan_frozen_by_hand", "MIG113", 32, "switches `net_d`'s gradients itself (line 8: "
      "`for parameter in module.parameters():`)"),
+    ("deepspeed/checkpoint_file_handles", "MIG121", 10, "the gather of `model`'s weights for saving runs only when "
+     "`total < best` (line 33) holds"),
     ("ddp/self_update", "MIG104", 19, "holds the parameters of `QNet` itself (line 10) and is stepped inside its own "
      "method `QNet.train_net()`, called as `q.train_net(...)` (line 31)"),
 ]
