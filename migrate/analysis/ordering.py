@@ -16,7 +16,7 @@ import enum
 
 import libcst as cst
 
-from migrate.analysis.index import CallSite, ScriptIndex, spell
+from migrate.analysis.index import CallSite, Scope, ScriptIndex, spell
 from migrate.analysis.models import NOT_COMPUTATION, runs_no_forward, top_statement
 from migrate.analysis.optimizers import OptimizerSide, optimizer_side
 from migrate.analysis.sites import ModelSite, TrainingSites
@@ -39,6 +39,10 @@ class ModelOrdering:
     # a container over several modules one optimizer trains (an encoder and a decoder): `model` is
     # the container the framework's call makes (its spelling a new name), these are the modules
     members: tuple[ModelSite, ...] = ()
+    # the optimizer is built in the function the model is handed to (`def train(model, ...):
+    # optimizer = ...`): `model` is that function's parameter, and this the model where the caller
+    # holds it, after the call (the plain module, which the engine trains in place)
+    caller: ModelSite | None = None
 
 
 class Unordered(enum.Enum):
@@ -72,7 +76,54 @@ def _ordering(sites: TrainingSites) -> ModelOrdering | NoModelOrdering:
     if len(sites.models) > 1:
         return NoModelOrdering(Unordered.SEVERAL_MODELS, tuple(sites.models))
     side = optimizer_side(sites)
-    return _order(sites, sites.models[0], side, sorted(side.optimizers))
+    ordering = _order(sites, sites.models[0], side, sorted(side.optimizers))
+    if isinstance(ordering, NoModelOrdering) and ordering.reason is Unordered.OPTIMIZER_ELSEWHERE:
+        return _in_callee(sites, sites.models[0], side) or ordering
+    return ordering
+
+
+def _in_callee(sites: TrainingSites, site: ModelSite, side: OptimizerSide) -> ModelOrdering | None:
+    """The ordering inside the one function the model is handed to, when that function builds
+    the stepped optimizer from its parameter's weights (`def train(model, loader): optimizer =
+    AdamW(model.parameters())`) and is called once, from the model's own block."""
+    index = sites.index
+    for optimizer in sorted(side.optimizers):
+        for binding in index.bindings_of(optimizer):
+            scope = binding.place.scope
+            call = _only_call_with(sites, scope, site)
+            if call is None or not isinstance(scope.node, cst.FunctionDef):
+                continue
+            call_stmt, param = call
+            inner = ModelSite(spelling=param, scope=scope, wrap_after=scope.node.body.body[0], wrap_before=None,
+                              data_parallel=[])
+            if not _built_over(index, optimizer, inner, scope.node.body):
+                continue
+            ordering = _order(sites, inner, side, [optimizer])
+            if isinstance(ordering, ModelOrdering):
+                return dataclasses.replace(ordering, caller=dataclasses.replace(site, wrap_after=call_stmt))
+    return None
+
+
+def _only_call_with(sites: TrainingSites, scope: Scope, site: ModelSite) -> tuple[cst.BaseStatement, str] | None:
+    """(the statement of the model's block that calls `scope`, the parameter given the model)
+    when that call is the only call of `scope` in the file and it passes the model by name."""
+    index = sites.index
+    calls = [c for c in index.calls if callee_scope(index, c) is scope]
+    if len(calls) != 1 or calls[0].place.scope is not site.scope or not isinstance(scope.node, cst.FunctionDef):
+        return None
+    call = calls[0]
+    block = index.block_of[site.wrap_after or site.wrap_before][0]  # type: ignore[index]
+    top = top_statement(index, call.place.stmt, block)
+    if top is None:
+        return None
+    params = [p.name.value for p in scope.node.params.params]
+    for position, arg in enumerate(call.node.args):
+        if arg.star or spell(arg.value) != site.spelling:
+            continue
+        name = arg.keyword.value if arg.keyword is not None else (params[position] if position < len(params) else None)
+        if name in params:
+            return top, name
+    return None
 
 
 def engine_orderings(sites: TrainingSites) -> tuple[ModelOrdering, ...] | NoModelOrdering:

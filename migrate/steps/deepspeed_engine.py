@@ -79,6 +79,8 @@ def deepspeed_engine(ctx: Context) -> None:
             remove_data_parallel(ctx, each.model)
             unwrap_later_uses(ctx, each.model, safe=ctx.wrapper.safe)
             _gather_state_dicts(ctx, each.model, through_engine=True)
+        if each.caller is not None:  # the caller's plain module, trained in place by the engine
+            _gather_state_dicts(ctx, each.caller, through_engine=False)
         _warn_optimizer_state(ctx, each)
 
 
@@ -141,7 +143,8 @@ class EngineConfig:
     @property
     def trained_sites(self) -> list[ModelSite]:
         """The modules the engines train: each engine's model, or a container engine's members."""
-        return [site for each in self.engines or (self.engine,) for site in (each.members or (each.model,))]
+        sites = [site for each in self.engines or (self.engine,) for site in (each.members or (each.model,))]
+        return sites + [each.caller for each in self.engines or (self.engine,) if each.caller is not None]
     micro_batch: object = 1
     accumulation: object = 1
     clipping: object = 0.0

@@ -25,7 +25,7 @@ import torch
 
 from migrate import Options, migrate_source
 from tests.equivalence import zero3_probe
-from tests.equivalence.harness import ROOT, environment, log_lines
+from tests.equivalence.harness import ROOT, assert_same_weights, environment, log_lines
 from tests.equivalence.test_deepspeed import assert_partitioned, partition_every_parameter, run_partitioned
 
 CASES = ROOT / "tests" / "cases"
@@ -160,3 +160,28 @@ def test_the_partition_check_refuses_persistent_parameters(tmp_path: Path) -> No
 def test_probe_hands_the_launcher_argument_to_the_script() -> None:
     assert zero3_probe.split_arguments(["--local_rank=1", "train.py", "--epochs", "2"]) == ("train.py", ["--epochs", "2", "--local_rank=1"])
     assert zero3_probe.split_arguments(["train.py"]) == ("train.py", [])
+
+
+@pytest.mark.slow
+def test_an_optimizer_built_in_the_training_function_trains_the_callers_model(tmp_path: Path) -> None:
+    """zero3_optimizer_in_train: `train(model, ...)` builds the optimizer, so the engine is made
+    there; main() saves its own `model`, the plain module the engine trained in place, gathered
+    on every rank. Weights equal the original's: one process with batch 32 against 2 ranks x 16."""
+    original = tmp_path / "original"
+    original.mkdir()
+    process = subprocess.run([sys.executable, str(case_input("optimizer_in_train")), "--batch-size", "32"], cwd=original,
+                             env=environment(), capture_output=True, text=True, timeout=120)
+    assert process.returncode == 0, process.stderr[-3000:]
+    source = case_input("optimizer_in_train").read_text()
+    script = tmp_path / "train.py"
+    result = migrate_source(source, "deepspeed", Options(zero=3), path=str(script))
+    script.write_text(result.new)
+    for artifact in result.artifacts:
+        Path(artifact.path).write_text(artifact.text)
+    zero = partition_every_parameter(tmp_path / "ds_config.json")
+    converted = run_partitioned(script, ["--batch-size", "16"])
+    assert_finished(converted)
+    assert_partitioned(tmp_path, zero)
+    expected = torch.load(original / "classifier.pt", weights_only=True)
+    actual = torch.load(tmp_path / "classifier.pt", weights_only=True)
+    assert_same_weights(actual, expected)
