@@ -45,6 +45,8 @@ EXPECTED = [
      "`for parameter in module.parameters():`)"),
     ("deepspeed/checkpoint_file_handles", "MIG121", 10, "the gather of `model`'s weights for saving runs only when "
      "`total < best` (line 33) holds"),
+    ("deepspeed/optimizer_in_function_global_model", "MIG114", 13, "`optimizer` is built in `fit()` (line 8) while "
+     "`model` is built at module level and not handed to that function"),
     ("ddp/self_update", "MIG104", 19, "holds the parameters of `QNet` itself (line 10) and is stepped inside its own "
      "method `QNet.train_net()`, called as `q.train_net(...)` (line 31)"),
 ]

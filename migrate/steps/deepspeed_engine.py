@@ -41,9 +41,12 @@ def deepspeed_engine(ctx: Context) -> None:
         ctx.refused = True
         return
     engine = engines[0]
+    if not several_engines_usable(ctx, engines):
+        ctx.refused = True
+        return
     values = _config_values(ctx, engine)
     values.engines = engines
-    if not _usable_config(ctx, values, engine) or not several_engines_usable(ctx, values):
+    if not _usable_config(ctx, values, engine):
         ctx.refused = True
         return
     ctx.record(values)

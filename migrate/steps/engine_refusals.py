@@ -5,19 +5,15 @@ MIG113, MIG114, MIG129): the models and optimizers seen, and what stands in the 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
 
 import libcst as cst
 
 from migrate.analysis.index import Binding, ScriptIndex, spell
-from migrate.analysis.ordering import NoModelOrdering, Unordered
+from migrate.analysis.ordering import ModelOrdering, NoModelOrdering, Unordered
 from migrate.analysis.sites import ModelSite
 from migrate.analysis.training import calls_in, contains
 from migrate.steps.base import Context
 from migrate.steps.wrap_model import report_unwrapped_model
-
-if TYPE_CHECKING:
-    from migrate.steps.deepspeed_engine import EngineConfig
 
 LEFT = "the file is left unchanged"
 
@@ -38,8 +34,23 @@ def report_no_engine(ctx: Context, ordering: NoModelOrdering) -> None:
     elif reason is Unordered.NO_OPTIMIZER:
         _report_no_optimizer(ctx, models[0], first)
     else:
-        ctx.report("MIG114", f"the optimizer stepped in training is not built beside `{models[0].spelling}`; "
-                   f"pass it to deepspeed.initialize by hand; {LEFT}", first)
+        _report_optimizer_elsewhere(ctx, models[0], first)
+
+
+def _report_optimizer_elsewhere(ctx: Context, model: ModelSite, first: cst.CSTNode | None) -> None:
+    """MIG114, naming where the stepped optimizer is built and where the model is."""
+    where = "at module level" if model.scope.is_module else f"in `{model.scope.name}()`"
+    for stepped in ctx.sites.stepped:
+        binding = next(iter(ctx.index.bindings_of(stepped.spelling)), None)
+        if binding is not None:
+            built = "at module level" if binding.place.scope.is_module else f"in `{binding.place.scope.name}()`"
+            ctx.report("MIG114", f"`{stepped.spelling}` is built {built} (line {ctx.position(binding.place.stmt)[0]}) "
+                       f"while `{model.spelling}` is built {where} and not handed to that function: the engine needs "
+                       f"both in one place; pass the model to the function that builds the optimizer, or build the "
+                       f"optimizer beside the model; {LEFT}", first)
+            return
+    ctx.report("MIG114", f"the optimizer stepped in training is not built beside `{model.spelling}` ({where}); "
+               f"pass it to deepspeed.initialize by hand; {LEFT}", first)
 
 
 def _report_several_models(ctx: Context, models: tuple[ModelSite, ...], first: cst.CSTNode | None) -> None:
@@ -133,10 +144,9 @@ def _hand_update(ctx: Context) -> cst.CSTNode | None:
     return None
 
 
-def several_engines_usable(ctx: Context, values: EngineConfig) -> bool:
+def several_engines_usable(ctx: Context, engines: tuple[ModelOrdering, ...]) -> bool:
     """One engine per model is converted for plain float32 or autocast steps; a GradScaler,
     gradient clipping or accumulation across several engines is not (MIG113 says which)."""
-    engines = values.engines
     if len(engines) < 2:
         return True
     side = engines[0].side

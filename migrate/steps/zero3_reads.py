@@ -16,13 +16,17 @@ from __future__ import annotations
 
 import libcst as cst
 
+from migrate.analysis.divergence import per_rank_condition
+from migrate.analysis.index import AttributeUse
 from migrate.analysis.models import aliases, is_after
 from migrate.analysis.sites import ModelSite
-from migrate.steps.base import Context, expression
+from migrate.steps.base import Context, expression, statement
 from migrate.steps.deepspeed_engine import EngineConfig
+from migrate.steps.shared_files import every_rank_reaches
 from migrate.steps.wrap_model import saved_module
 
 PARAMETER_READS = frozenset({"parameters", "named_parameters"})
+NO_GRAD = ("torch.no_grad", "torch.inference_mode")
 NO_GRAD_NOTE = "  # not inference_mode: under ZeRO-3 the weights it gathers would become inference tensors"
 
 
@@ -50,6 +54,9 @@ def _report_reads(ctx: Context, site: ModelSite, handled: set[cst.BaseStatement]
         if not is_after(index, stmt, site):
             continue
         attribute = use.node.attr.value
+        if attribute in PARAMETER_READS and _gather_around(ctx, use, stmt):
+            reported.add(stmt)
+            continue
         if attribute in PARAMETER_READS:
             reported.add(stmt)
             ctx.report("MIG127", f"`{ctx.code(use.node)}()` is read outside the model's forward after "
@@ -61,6 +68,46 @@ def _report_reads(ctx: Context, site: ModelSite, handled: set[cst.BaseStatement]
             ctx.report("MIG127", f"`{ctx.code(use.node)}(...)` loads weights after deepspeed.initialize: ZeRO-3 "
                        "refuses them (each parameter is a shard) and ZeRO-1/2 overwrite them with the optimizer's fp32 "
                        "copy at the next step; load before initialize, or use the engine's load_checkpoint", use.node)
+
+
+def _gather_around(ctx: Context, use: AttributeUse, stmt: cst.BaseStatement) -> bool:
+    """An update under `torch.no_grad()` that reads the weights (`for ema_p, p in
+    zip(ema.parameters(), model.parameters()): ema_p.mul_(d).add_(p, ...)`) runs inside
+    `deepspeed.zero.GatheredParameters(...)` of the weights it reads: every rank gathers them
+    there (they are only read, so nothing is written back). Only where every rank runs it, and
+    only under no_grad (a penalty added to the loss needs gradients through the shards: MIG127)."""
+    holder = _outermost_under_no_grad(ctx, stmt)
+    if holder is None or any(s in ctx.plan.guarded for s in ctx.index.enclosing_statements(holder)):
+        return False
+    if not every_rank_reaches(ctx, holder) or per_rank_condition(ctx.sites, holder) is not None:
+        return False
+    deepspeed = ctx.module_name("deepspeed")
+    weights = f"{ctx.code(use.node)}()"
+    gather = statement(
+        f"with {deepspeed}.zero.GatheredParameters(list({weights})):  # ZeRO-3 shards the weights: every rank gathers\n"
+        "    pass\n"
+    )
+    assert isinstance(gather, cst.With)
+
+    def wrap(updated: cst.CSTNode) -> cst.CSTNode:
+        moved, leading = updated.with_changes(leading_lines=()), getattr(updated, "leading_lines", ())
+        return gather.with_changes(leading_lines=leading, body=gather.body.with_changes(body=[moved]))
+
+    ctx.plan.replace(holder, wrap)
+    return True
+
+
+def _outermost_under_no_grad(ctx: Context, stmt: cst.BaseStatement) -> cst.BaseStatement | None:
+    """The statement directly inside the nearest `with torch.no_grad():` around `stmt` that holds it."""
+    chain = ctx.index.enclosing_statements(stmt)
+    for inner, outer in zip(chain, chain[1:]):
+        if isinstance(outer, cst.With) and any(
+            isinstance(item.item, cst.Call) and (ctx.index.qualify(item.item.func) or "") in NO_GRAD for item in outer.items
+        ):
+            return inner
+        if isinstance(outer, cst.FunctionDef):
+            return None
+    return None
 
 
 def _report_pickled_saves(ctx: Context, site: ModelSite) -> None:

@@ -2,13 +2,10 @@
 `deepspeed` launcher on 2 CPU ranks with every parameter partitioned (the threshold and probe of
 test_deepspeed.py: partition_every_parameter, run_partitioned, assert_partitioned).
 
-The scripts are golden case inputs: tests/cases/zero3_<name>/input.py once their DeepSpeed output
-is pinned, tests/cases/_zero3_pending/<name>/input.py while it is not one a reviewer would approve
-(that folder's README.md says what it should be). Each test checks what the original script does
-and the converted one must keep. A test that fails on a known conversion bug is marked
-xfail(strict=True, raises=ConversionBug): it raises ConversionBug only on that exact failure, so
-another failure is reported as one, and a fix turns the test into an unexpected pass that asks
-for the mark to go.
+The scripts are the golden case inputs tests/cases/zero3_<name>/input.py, whose DeepSpeed output
+is pinned beside them. Each test checks what the original script does and the converted one must
+keep. A test may name the failure it guards against (`fail_on`): a conversion bug that comes back
+raises ConversionBug with that failure's text, so it is reported as what it is.
 """
 
 from __future__ import annotations
@@ -36,10 +33,10 @@ class ConversionBug(Exception):
 
 
 def case_input(name: str) -> Path:
-    for path in (CASES / f"zero3_{name}" / "input.py", CASES / "_zero3_pending" / name / "input.py"):
-        if path.exists():
-            return path
-    raise FileNotFoundError(f"no tests/cases/zero3_{name}/input.py nor tests/cases/_zero3_pending/{name}/input.py")
+    path = CASES / f"zero3_{name}" / "input.py"
+    if not path.exists():
+        raise FileNotFoundError(f"no tests/cases/zero3_{name}/input.py")
+    return path
 
 
 def run_original(name: str, folder: Path) -> subprocess.CompletedProcess[str]:
@@ -107,21 +104,12 @@ def test_parameter_count_and_shapes_are_the_whole_model(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, raises=ConversionBug, reason=(
-    "the EMA update `ema_p.mul_(0.99).add_(p, alpha=0.01)` reads model.parameters() after "
-    "model.step(), ungathered: under ZeRO-3 `RuntimeError: The size of tensor a (8) must match the "
-    "size of tensor b (0) at non-singleton dimension 1`"))
 def test_ema_update_reads_whole_weights(tmp_path: Path) -> None:
-    """_zero3_pending/ema: the moving average is updated from the whole weights every step."""
-    run_original("ema", tmp_path / "original")
-    process, zero = run_converted("ema", tmp_path)
-    fail_on("must match the size of tensor b (0)", process)
-    assert_finished(process)
-    assert_partitioned(tmp_path, zero)
-    expected = torch.load(tmp_path / "original" / "ema.pt", weights_only=True)
-    ema = torch.load(tmp_path / "ema.pt", weights_only=True)
-    assert {k: v.shape for k, v in ema.items()} == {k: v.shape for k, v in expected.items()}
-
+    """zero3_ema: the moving average is updated from the whole weights every step, gathered on
+    every rank inside the no_grad block; it equals the original's (one process with batch 32
+    against 2 ranks x 16)."""
+    expected, actual = run_both("ema", tmp_path, "ema.pt", fail="must match the size of tensor b (0)")
+    assert_same_weights(actual, expected)
 
 @pytest.mark.slow
 def test_inference_mode_evaluation_between_epochs(tmp_path: Path) -> None:
@@ -167,21 +155,29 @@ def test_an_optimizer_built_in_the_training_function_trains_the_callers_model(tm
     """zero3_optimizer_in_train: `train(model, ...)` builds the optimizer, so the engine is made
     there; main() saves its own `model`, the plain module the engine trained in place, gathered
     on every rank. Weights equal the original's: one process with batch 32 against 2 ranks x 16."""
+    expected, actual = run_both("optimizer_in_train", tmp_path, "classifier.pt")
+    assert_same_weights(actual, expected)
+
+
+def run_both(name: str, tmp_path: Path, saved: str, fail: str | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The case's input as one process with `--batch-size 32`, and converted with --zero 3 on 2
+    ranks x 16 with every parameter partitioned (asserted): the file each saved as `saved`."""
     original = tmp_path / "original"
     original.mkdir()
-    process = subprocess.run([sys.executable, str(case_input("optimizer_in_train")), "--batch-size", "32"], cwd=original,
+    process = subprocess.run([sys.executable, str(case_input(name)), "--batch-size", "32"], cwd=original,
                              env=environment(), capture_output=True, text=True, timeout=120)
     assert process.returncode == 0, process.stderr[-3000:]
-    source = case_input("optimizer_in_train").read_text()
+    source = case_input(name).read_text()
     script = tmp_path / "train.py"
     result = migrate_source(source, "deepspeed", Options(zero=3), path=str(script))
+    assert not result.error and result.new != source, [f.message for f in result.findings]
     script.write_text(result.new)
     for artifact in result.artifacts:
         Path(artifact.path).write_text(artifact.text)
     zero = partition_every_parameter(tmp_path / "ds_config.json")
     converted = run_partitioned(script, ["--batch-size", "16"])
+    if fail is not None:
+        fail_on(fail, converted)
     assert_finished(converted)
     assert_partitioned(tmp_path, zero)
-    expected = torch.load(original / "classifier.pt", weights_only=True)
-    actual = torch.load(tmp_path / "classifier.pt", weights_only=True)
-    assert_same_weights(actual, expected)
+    return (torch.load(original / saved, weights_only=True), torch.load(tmp_path / saved, weights_only=True))

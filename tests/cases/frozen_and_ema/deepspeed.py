@@ -80,8 +80,9 @@ def main():
             model.backward(loss)
             model.step()
             with torch.no_grad():
-                for ema_p, p in zip(ema_model.parameters(), model.parameters()):
-                    ema_p.mul_(args.ema_decay).add_(p, alpha=1 - args.ema_decay)
+                with deepspeed.zero.GatheredParameters(list(model.parameters())):  # ZeRO-3 shards the weights: every rank gathers
+                    for ema_p, p in zip(ema_model.parameters(), model.parameters()):
+                        ema_p.mul_(args.ema_decay).add_(p, alpha=1 - args.ema_decay)
 
         with torch.no_grad():
             val_loss = F.mse_loss(ema_model(val_x), val_x)

@@ -1,5 +1,6 @@
 # An exponential moving average of the weights, updated after each step from model.parameters().
 # Under ZeRO-3 those are empty shards outside a forward: every rank must gather them for the update.
+import argparse
 import copy
 
 import torch
@@ -8,8 +9,11 @@ from torch.utils.data import DataLoader, TensorDataset
 
 
 def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--batch-size", type=int, default=16)
+    args = parser.parse_args()
     torch.manual_seed(0)
-    loader = DataLoader(TensorDataset(torch.randn(256, 8), torch.randn(256, 1)), batch_size=16, shuffle=True)
+    loader = DataLoader(TensorDataset(torch.randn(256, 8), torch.randn(256, 1)), batch_size=args.batch_size, shuffle=False)
     model = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 1))
     ema_model = copy.deepcopy(model).eval().requires_grad_(False)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
