@@ -47,6 +47,8 @@ EXPECTED = [
      "`total < best` (line 33) holds"),
     ("deepspeed/optimizer_in_function_global_model", "MIG114", 13, "`optimizer` is built in `fit()` (line 8) while "
      "`model` is built at module level and not handed to that function"),
+    ("deepspeed/optimizer_switched_in_training", "MIG129", 23, "`optimizer` is built again during training (line 23: "
+     "`optimizer = torch.optim.ASGD(model.parameters(), lr=0.1, t0=0, lambd=0.0)`)"),
     ("ddp/self_update", "MIG104", 19, "holds the parameters of `QNet` itself (line 10) and is stepped inside its own "
      "method `QNet.train_net()`, called as `q.train_net(...)` (line 31)"),
 ]

@@ -534,7 +534,9 @@ def is_after(index: ScriptIndex, stmt: cst.BaseStatement, site: ModelSite, seen:
     block, position = index.block_of[anchor]
     top = top_statement(index, stmt, block)
     if top is None:
-        return index.scope_of.get(stmt) is not site.scope
+        if index.scope_of.get(stmt) is not site.scope:
+            return True
+        return _after_the_block_of(index, stmt, anchor)
     at = index.block_of[top][1]
     after = at >= position if site.wrap_before is not None else at > position
     if after or not isinstance(top, cst.FunctionDef) or id(top) in seen:
@@ -542,6 +544,17 @@ def is_after(index: ScriptIndex, stmt: cst.BaseStatement, site: ModelSite, seen:
     function = index.scope_of.get(top.body.body[0]) if top.body.body else None
     callers = calls_of(index, function) if function is not None and function.node is top else []
     return any(is_after(index, call.place.stmt, site, seen | {id(top)}) for call in callers)
+
+
+def _after_the_block_of(index: ScriptIndex, stmt: cst.BaseStatement, anchor: cst.BaseStatement) -> bool:
+    """`stmt` is outside the block of `anchor` (the wrap inside a `try:` or an `if`): it runs
+    after the wrap when it follows the compound statement that holds the wrap, in a block around it."""
+    for around in index.enclosing_statements(anchor)[1:]:
+        outer_block, position = index.block_of[around]
+        top = top_statement(index, stmt, outer_block)
+        if top is not None:
+            return top is not around and index.block_of[top][1] > position
+    return False
 
 
 # Methods that do not run a module's computation: seeing them is no sign of how it is trained.

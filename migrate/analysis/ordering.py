@@ -53,6 +53,7 @@ class Unordered(enum.Enum):
     OPTIMIZER_ELSEWHERE = "optimizer not built beside the model"
     NO_OPTIMIZER = "no optimizer stepped"  # updated by hand, or through a class of the script's own
     SEVERAL_OPTIMIZERS = "several optimizers step the model"  # one framework object takes one optimizer
+    OPTIMIZER_REBUILT = "the optimizer is built again during training"  # the framework keeps the first
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -63,6 +64,7 @@ class NoModelOrdering:
     models: tuple[ModelSite, ...]
     compiled_first: cst.BaseStatement | None = None  # as in ModelOrdering
     optimizers: tuple[str, ...] = ()  # SEVERAL_OPTIMIZERS: their spellings
+    seen: cst.BaseStatement | None = None  # OPTIMIZER_REBUILT: the statement that builds it again
 
 
 def model_ordering(sites: TrainingSites) -> ModelOrdering | NoModelOrdering:
@@ -175,9 +177,10 @@ def _shared_optimizer(sites: TrainingSites) -> str | None:
     return sites.stepped[0].spelling if every_model and nothing_else else None
 
 
-def _container(sites: TrainingSites, optimizer: str) -> tuple[ModelOrdering] | None:
+def _container(sites: TrainingSites, optimizer: str) -> tuple[ModelOrdering] | NoModelOrdering | None:
     """One ordering for a container over the models `optimizer` trains together, placed after
-    the latest of their own places; None unless they are plain names bound in one block."""
+    the latest of their own places; None unless they are plain names bound in one block (or the
+    reason when the optimizer is built again during training)."""
     index = sites.index
     side = optimizer_side(sites)
     owners = [root(index, owner.spelling, owner.scope) for owner in sites.stepped[0].owners or ()]
@@ -186,6 +189,8 @@ def _container(sites: TrainingSites, optimizer: str) -> tuple[ModelOrdering] | N
     orderings = []
     for site in written:  # in the order the optimizer is given them
         ordering = _order(sites, site, side, [optimizer])
+        if isinstance(ordering, NoModelOrdering) and ordering.reason is Unordered.OPTIMIZER_REBUILT:
+            return ordering
         if isinstance(ordering, NoModelOrdering) or "." in site.spelling:
             return None
         orderings.append(ordering)
@@ -243,12 +248,52 @@ def _order(sites: TrainingSites, site: ModelSite, side: OptimizerSide, optimizer
         return NoModelOrdering(Unordered.SEVERAL_OPTIMIZERS, (site,), compiled_first, tuple(over_model))
     for optimizer in optimizers:
         stmt = _binding_statement(index, optimizer, site, block)
-        if stmt is not None:
-            later = max(position, block.body.index(stmt), _last_scheduler(index, optimizer, block))
-            anchor = block.body[_last_preparation(sites, site, optimizer, block, later)]
-            moved = dataclasses.replace(site, wrap_after=anchor, wrap_before=None)
-            return ModelOrdering(model=moved, optimizer=optimizer, anchor=anchor, side=side, compiled_first=compiled_first)
+        if stmt is None:
+            continue
+        rebuilt = _rebuilt_in_training(sites, site, optimizer, block)
+        if rebuilt is not None:
+            return NoModelOrdering(Unordered.OPTIMIZER_REBUILT, (site,), compiled_first, (optimizer,), rebuilt)
+        block, stmt = _untrained_block(sites, site, optimizer, block, stmt)
+        position = index.block_of[anchor][1] if index.block_of[anchor][0] is block else -1
+        later = max(position, block.body.index(stmt), _last_scheduler(index, optimizer, block))
+        anchor = block.body[_last_preparation(sites, site, optimizer, block, later)]
+        moved = dataclasses.replace(site, wrap_after=anchor, wrap_before=None)
+        return ModelOrdering(model=moved, optimizer=optimizer, anchor=anchor, side=side, compiled_first=compiled_first)
     return NoModelOrdering(Unordered.OPTIMIZER_ELSEWHERE, (site,), compiled_first)
+
+
+def _untrained_block(sites: TrainingSites, site: ModelSite, optimizer: str, block: Block,
+                     stmt: cst.BaseStatement) -> tuple[Block, cst.BaseStatement]:
+    """The block the engine goes in, and the statement there that binds the optimizer: `block`
+    and `stmt`, unless `stmt` also trains (`try:` holding the optimizer and then the epoch loop):
+    then the block inside it that holds the binding, and so on down."""
+    index = sites.index
+    binding = next(b.place.stmt for b in index.bindings if b.target == optimizer
+                   and top_statement(index, b.place.stmt, block) is stmt)
+    chain = list(reversed(index.enclosing_statements(binding)))  # outermost first
+    calls = _calls_by_statement(index, block)
+    while _trains(sites, site, optimizer, stmt, calls.get(stmt, [])) and stmt is not binding:
+        inner = chain[chain.index(stmt) + 1]
+        block = index.block_of[inner][0]
+        stmt = inner
+        calls = _calls_by_statement(index, block)
+    return block, stmt
+
+
+def _rebuilt_in_training(sites: TrainingSites, site: ModelSite, optimizer: str, block: Block) -> cst.BaseStatement | None:
+    """A binding of the optimizer inside a loop that trains (`optimizer = ASGD(...)` when the
+    validation loss stalls): the engine keeps the optimizer it was given."""
+    index = sites.index
+    for binding in index.bindings:
+        if binding.target != optimizer or binding.place.scope is not site.scope:
+            continue
+        for around in index.enclosing_statements(binding.place.stmt)[1:]:
+            top = top_statement(index, around, block)
+            if isinstance(around, cst.For | cst.While) and top is not None and _trains(
+                    sites, site, optimizer, around, [c for c in index.calls if any(
+                        s is around for s in index.enclosing_statements(c.place.stmt))]):
+                return binding.place.stmt
+    return None
 
 
 def _last_scheduler(index: ScriptIndex, optimizer: str, block: Block) -> int:

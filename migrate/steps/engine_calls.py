@@ -357,7 +357,12 @@ def _top_in_loop(ctx: Context, stmt: cst.BaseStatement) -> cst.BaseStatement:
 def _remove_call(ctx: Context, call: CallSite) -> None:
     """Remove the statement the call stands as (`optimizer.zero_grad()`; `norm = clip_grad_norm_(...)`
     unless `norm` is read elsewhere), and nothing else on its line."""
-    _holder, small = small_statement_holding(call.place.stmt, call.node)
+    holder, small = small_statement_holding(call.place.stmt, call.node)
+    stmt = call.place.stmt
+    if (isinstance(stmt, cst.If) and stmt.body is holder and stmt.orelse is None and len(holder.body) == 1
+            and isinstance(small, cst.Expr) and small.value is call.node and not calls_in(stmt.test)):
+        ctx.plan.remove(stmt)  # `if args.clip: clip_grad_norm_(...)`: the whole line goes, not just its call
+        return
     if isinstance(small, cst.Expr) and small.value is call.node:
         ctx.plan.remove_part(call.place.stmt, call.node)
     elif isinstance(small, cst.Assign) and small.value is call.node:

@@ -31,6 +31,11 @@ def report_no_engine(ctx: Context, ordering: NoModelOrdering) -> None:
         names = " and ".join(f"`{o}`" for o in ordering.optimizers)
         ctx.report("MIG129", f"{names} each step parameters of `{models[0].spelling}`; one DeepSpeed engine takes one "
                    "optimizer: put them into one optimizer with a param group each, then convert again; " + LEFT, first)
+    elif reason is Unordered.OPTIMIZER_REBUILT and ordering.seen is not None:
+        line = ctx.position(ordering.seen)[0]
+        ctx.report("MIG129", f"`{ordering.optimizers[0]}` is built again during training (line {line}: "
+                   f"`{_first_line(ctx, ordering.seen)}`); a DeepSpeed engine keeps the optimizer it was given, so the "
+                   f"new one would never step; {LEFT}", ordering.seen)
     elif reason is Unordered.NO_OPTIMIZER:
         _report_no_optimizer(ctx, models[0], first)
     else:

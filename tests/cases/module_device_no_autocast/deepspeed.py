@@ -37,7 +37,7 @@ if __name__ == "__main__":
     # overwrite the file's, so the two never disagree
     with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "ds_config.json")) as config_file:
         ds_config = json.load(config_file)
-    ds_config["train_micro_batch_size_per_gpu"] = loader.batch_size
+    ds_config["train_micro_batch_size_per_gpu"] = 16 * gpu_count
     model, optimizer, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, config=ds_config)
     for epoch in range(2):
         loader.sampler.set_epoch(epoch)
