@@ -114,8 +114,18 @@ def _last_construction(index: ScriptIndex, bindings: list[Binding]) -> Binding:
 
 
 def _wraps_itself(index: ScriptIndex, binding: Binding) -> bool:
-    value = binding.value
+    value = _without_moves(binding.value)
     return isinstance(value, cst.Call) and (index.qualify(value.func) in (COMPILE, *DATA_PARALLEL))
+
+
+MOVES = frozenset({"to", "cuda", "cpu", "float", "half", "double", "bfloat16"})
+
+
+def _without_moves(value: cst.BaseExpression | None) -> cst.BaseExpression | None:
+    """`DataParallel(net).to(device)` -> `DataParallel(net)`: what a chain of moves is called on."""
+    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in MOVES:
+        value = value.func.value
+    return value
 
 
 def top_statement(index: ScriptIndex, stmt: cst.BaseStatement, block: cst.CSTNode) -> cst.BaseStatement | None:
@@ -236,8 +246,8 @@ def _site(index: ScriptIndex, spelling: str, binding: Binding, training_calls: s
             continue
         if _starts_training(index, stmt, spelling, training_calls):
             break
-        if (_sets_up(stmt, spelling) or _adjusts(index, stmt, names)) and all(stmt is not d for d in data_parallel):
-            wrap_after = stmt
+        if _sets_up(stmt, spelling) or _adjusts(index, stmt, names) or any(stmt is d for d in data_parallel):
+            wrap_after = stmt  # a DataParallel line may stay as a move (`net = DataParallel(m).cuda()` -> `m.cuda()`)
     return ModelSite(
         spelling=spelling,
         scope=binding.place.scope,
@@ -264,7 +274,7 @@ def _data_parallel_statements(index: ScriptIndex, spelling: str) -> list[cst.Bas
     scope = None
     for binding in index.bindings_of(spelling):
         if _wraps_itself(index, binding):
-            value = binding.value
+            value = _without_moves(binding.value)
             assert isinstance(value, cst.Call)
             if index.qualify(value.func) not in DATA_PARALLEL:
                 continue
