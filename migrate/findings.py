@@ -46,7 +46,7 @@ CODES: dict[str, tuple[Severity, str]] = {
     "MIG126": (Severity.WARNING, "DeepSpeed: the converted script updates differently from the original where the conversion cannot avoid it; the message says when and what to choose"),
     "MIG127": (Severity.WARNING, "DeepSpeed: the script reads, loads or pickles the model's weights outside the engine after deepspeed.initialize, where ZeRO holds shards or DeepSpeed cannot follow"),
     "MIG128": (Severity.WARNING, "DeepSpeed: the optimizer step sits where the engine's step after every backward cannot follow it (one branch of several, after an inner loop of backwards): left unchanged"),
-    "MIG129": (Severity.WARNING, "DeepSpeed: the training step is not one torch optimizer stepped after the backward (two optimizers over one model, a class of the script's own around it, parameters updated by hand): left unchanged"),
+    "MIG129": (Severity.WARNING, "DeepSpeed: the training step is not one torch optimizer stepped after the backward (two optimizers over one model, one built again during training, parameters updated by hand, the script's own class stepping it with clipping or accumulation): left unchanged"),
     "MIG900": (Severity.ERROR, "the file could not be read, parsed or written (message says why); nothing was written"),
     "MIG901": (Severity.ERROR, "internal error: the rewritten file did not compile or read a name before binding it; the file is left untouched"),
 }

@@ -35,8 +35,6 @@ EXPECTED = [
     ("ddp/closure_step", "MIG104", 21, "`optimizer.step(...)` (line 21) is given `closure`, a closure that runs the forward "
      "and backward"),
     ("deepspeed/hand_updates", "MIG129", 21, "updated by hand (`parameter -= LEARNING_RATE * parameter.grad`)"),
-    ("deepspeed/optimizer_wrapper_class", "MIG129", 38, "`optimizer` is a `WarmupOptimizer` (a class of this file) around "
-     "the torch optimizer, stepped through `optimizer.step_and_update_lr()`"),
     ("deepspeed/gan_reused_score", "MIG113", 18, "`critic(painted)` (line 15) feeds both `generator_loss` and the loss "
      "of `critic`'s own backward (line 25)"),
     ("deepspeed/gan_gradients_kept", "MIG113", 28, "`g_loss` leaves gradients on `discriminator`'s weights that no "

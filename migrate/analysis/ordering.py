@@ -16,7 +16,7 @@ import enum
 
 import libcst as cst
 
-from migrate.analysis.index import CallSite, Scope, ScriptIndex, spell
+from migrate.analysis.index import Binding, CallSite, Scope, ScriptIndex, spell
 from migrate.analysis.models import NOT_COMPUTATION, runs_no_forward, top_statement
 from migrate.analysis.optimizers import OptimizerSide, optimizer_side
 from migrate.analysis.sites import ModelSite, TrainingSites
@@ -43,6 +43,10 @@ class ModelOrdering:
     # optimizer = ...`): `model` is that function's parameter, and this the model where the caller
     # holds it, after the call (the plain module, which the engine trains in place)
     caller: ModelSite | None = None
+    # the torch optimizer lives inside an object of the script's own class that steps it (`opt =
+    # WarmupOptimizer(Adam(...))`, `opt.step_and_update_lr()`): `optimizer` spells it there
+    # (`opt.optimizer`), and this is the method that steps it; the script keeps calling it
+    stepped_by: str | None = None
 
 
 class Unordered(enum.Enum):
@@ -81,7 +85,70 @@ def _ordering(sites: TrainingSites) -> ModelOrdering | NoModelOrdering:
     ordering = _order(sites, sites.models[0], side, sorted(side.optimizers))
     if isinstance(ordering, NoModelOrdering) and ordering.reason is Unordered.OPTIMIZER_ELSEWHERE:
         return _in_callee(sites, sites.models[0], side) or ordering
+    if isinstance(ordering, NoModelOrdering) and ordering.reason is Unordered.NO_OPTIMIZER:
+        return _in_holder(sites, sites.models[0], side) or ordering
     return ordering
+
+
+def _in_holder(sites: TrainingSites, site: ModelSite, side: OptimizerSide) -> ModelOrdering | None:
+    """The ordering for a torch optimizer kept in an object of a class of this file that steps
+    it: `opt = WarmupOptimizer(torch.optim.Adam(model.parameters()), ...)` whose `__init__` keeps
+    it as `self.optimizer`, and whose method called in training (`opt.step_and_update_lr()`)
+    calls `self.optimizer.step()`. DeepSpeed's optimizer goes back into that attribute."""
+    index = sites.index
+    for binding in index.bindings:
+        held = _held_optimizer(index, binding) if binding.place.scope is site.scope else None
+        if held is None:
+            continue
+        attribute, method = held
+        if not any(use.owner == binding.target and use.called and use.node.attr.value == method
+                   and use.place.scope.name in sites.training_scopes for use in index.attributes):
+            continue
+        ordering = _order(sites, site, side, [binding.target])
+        if isinstance(ordering, ModelOrdering):
+            return dataclasses.replace(ordering, optimizer=f"{binding.target}.{attribute}", stepped_by=method)
+    return None
+
+
+def _held_optimizer(index: ScriptIndex, binding: Binding) -> tuple[str, str] | None:
+    """(the attribute, the stepping method) when `binding` makes an instance of a class of this
+    file from a torch optimizer that its `__init__` keeps as `self.<attribute>` and one of its
+    methods steps (`self.<attribute>.step()`)."""
+    value = binding.value
+    if not isinstance(value, cst.Call) or (spell(value.func) or "") not in index.classes:
+        return None
+    cls = spell(value.func)
+    init = index.functions.get(f"{cls}.__init__")
+    if init is None or not isinstance(init.node, cst.FunctionDef):
+        return None
+    params = [p.name.value for p in init.node.params.params][1:]  # without self
+    for position, arg in enumerate(value.args):
+        if not _builds_torch_optimizer(index, arg.value, binding.place.scope):
+            continue
+        param = arg.keyword.value if arg.keyword is not None else (params[position] if position < len(params) else None)
+        kept = next((b.target.removeprefix("self.") for b in index.bindings if b.place.scope is init
+                     and b.target.startswith("self.") and isinstance(b.value, cst.Name) and b.value.value == param), None)
+        if kept is None:
+            continue
+        for call in index.calls:
+            func = call.node.func
+            scope = call.place.scope
+            if (scope.class_name == cls and isinstance(func, cst.Attribute) and func.attr.value == "step"
+                    and not call.node.args and spell(func.value) == f"self.{kept}"):
+                return kept, scope.name.rsplit(".", 1)[-1]
+    return None
+
+
+def _builds_torch_optimizer(index: ScriptIndex, value: cst.BaseExpression, scope: Scope) -> bool:
+    """`torch.optim.Adam(...)`, or a name bound to one in `scope`."""
+    def torch_optimizer(node: cst.BaseExpression | None) -> bool:
+        qualified = index.qualify(node.func) or "" if isinstance(node, cst.Call) else ""
+        return qualified.startswith("torch.optim.") and "lr_scheduler" not in qualified
+
+    if torch_optimizer(value):
+        return True
+    return isinstance(value, cst.Name) and any(b.target == value.value and b.place.scope is scope and torch_optimizer(b.value)
+                                               for b in index.bindings)
 
 
 def _in_callee(sites: TrainingSites, site: ModelSite, side: OptimizerSide) -> ModelOrdering | None:

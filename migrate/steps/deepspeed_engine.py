@@ -30,7 +30,7 @@ from migrate.analysis.state_dicts import model_state_dicts
 from migrate.analysis.training import argument, contains
 from migrate.analysis.values import dict_entry, literal_value
 from migrate.steps.base import Context, expression, statements
-from migrate.steps.engine_refusals import report_no_engine, several_engines_usable
+from migrate.steps.engine_refusals import held_optimizer_usable, report_no_engine, several_engines_usable
 from migrate.steps.wrap_model import remove_data_parallel, unwrap_later_uses
 from migrate.targets.deepspeed import CONFIG_NAME
 
@@ -41,7 +41,7 @@ def deepspeed_engine(ctx: Context) -> None:
         ctx.refused = True
         return
     engine = engines[0]
-    if not several_engines_usable(ctx, engines):
+    if not several_engines_usable(ctx, engines) or not held_optimizer_usable(ctx, engine):
         ctx.refused = True
         return
     values = _config_values(ctx, engine)
@@ -64,6 +64,11 @@ def deepspeed_engine(ctx: Context) -> None:
         code += _container_code(ctx, engine)
     elif len(engines) == 1:
         model, optimizer = engine.model.spelling, engine.optimizer
+        if engine.stepped_by:
+            holder = optimizer.rpartition(".")[0]
+            why = (f"the torch optimizer inside `{holder}` goes to DeepSpeed, and DeepSpeed's optimizer takes its place there: "
+                   f"`{holder}.{engine.stepped_by}()` steps it (the engine's step() is not called), `{holder}.zero_grad()` clears it")
+            code += "".join(f"# {line}\n" for line in textwrap.wrap(why, 96))
         code += f"{model}, {optimizer}, _, _ = {deepspeed}.initialize(model={model}, optimizer={optimizer}, config=ds_config)\n"
     else:
         copy = ctx.module_name("copy")

@@ -99,7 +99,10 @@ def engine_calls(ctx: Context) -> None:
         engine = by_optimizer.get(_stepped_optimizer(call) or "", config.engine)
         if _step(ctx, call, names[id(engine)], backward_tops, id(engine)):
             handled.add(call.place.stmt)
-    for call in side.zero_grad_calls + side.scaler_calls + side.clip_calls:
+    # the script's own class steps DeepSpeed's optimizer itself (engine.step() never runs, and
+    # nothing else clears the gradients): its zero_grad() stays
+    clears = [] if config.engine.stepped_by else side.zero_grad_calls
+    for call in clears + side.scaler_calls + side.clip_calls:
         _remove_call(ctx, call)
         if call.place.stmt in ctx.plan.removed:
             handled.add(call.place.stmt)

@@ -149,6 +149,24 @@ def _hand_update(ctx: Context) -> cst.CSTNode | None:
     return None
 
 
+def held_optimizer_usable(ctx: Context, engine: ModelOrdering) -> bool:
+    """DeepSpeed's optimizer inside the script's own class, which steps it (engine.step() never
+    runs): measured equal at ZeRO 0-3 for a plain step; a GradScaler, clipping or accumulation
+    need the engine's own step (MIG129)."""
+    if engine.stepped_by is None:
+        return True
+    side = engine.side
+    seen = ("a GradScaler" if side.scaler_bindings else "gradient clipping" if side.clip_calls
+            else "gradient accumulation" if ctx.sites.accumulations else None)
+    if seen is None:
+        return True
+    holder, _, _attribute = engine.optimizer.rpartition(".")
+    ctx.report("MIG129", f"`{holder}` is an object of the script's own class that steps the torch optimizer "
+               f"(`{holder}.{engine.stepped_by}()`); DeepSpeed's optimizer can take its place there only when nothing "
+               f"needs the engine's own step, and this script uses {seen}; {LEFT}", engine.anchor)
+    return False
+
+
 def several_engines_usable(ctx: Context, engines: tuple[ModelOrdering, ...]) -> bool:
     """One engine per model is converted for plain float32 or autocast steps; a GradScaler,
     gradient clipping or accumulation across several engines is not (MIG113 says which)."""

@@ -181,3 +181,12 @@ def run_both(name: str, tmp_path: Path, saved: str, fail: str | None = None) -> 
     assert_finished(converted)
     assert_partitioned(tmp_path, zero)
     return (torch.load(original / saved, weights_only=True), torch.load(tmp_path / saved, weights_only=True))
+
+
+@pytest.mark.slow
+def test_an_optimizer_kept_in_the_scripts_own_class_is_stepped_there(tmp_path: Path) -> None:
+    """zero3_optimizer_holder: `ScheduledStepper(AdamW(...))` sets the learning rate and steps its
+    inner optimizer; DeepSpeed's optimizer takes the inner one's place and the class steps it.
+    Weights equal the original's (the warmup schedule reaches DeepSpeed's optimizer)."""
+    expected, actual = run_both("optimizer_holder", tmp_path, "scheduled.pt")
+    assert_same_weights(actual, expected)

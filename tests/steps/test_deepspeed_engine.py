@@ -122,3 +122,41 @@ def test_two_models_sharing_one_optimizer_get_one_engine_over_both() -> None:
         "generator_critic, c_optimizer, _, _ = deepspeed.initialize(model=generator_critic, optimizer=c_optimizer, "
         "config=ds_config)",
     ]
+
+
+HELD = """\
+import torch
+import torch.nn as nn
+
+
+class Stepper:
+    def __init__(self, optimizer):
+        self.optimizer = optimizer
+
+    def advance(self):
+        self.optimizer.step()
+
+
+model = nn.Linear(4, 1)
+stepper = Stepper(torch.optim.SGD(model.parameters(), lr=0.1))
+for step in range(100):
+    loss = model(torch.randn(8, 4)).pow(2).mean()
+    loss.backward()
+    CLIP
+    stepper.advance()
+"""
+
+
+def test_an_optimizer_inside_the_scripts_own_class_goes_to_deepspeed_and_back() -> None:
+    result = run_step(deepspeed_engine, HELD.replace("    CLIP\n", ""), target="deepspeed")
+    assert not result.refused and result.codes == []
+    assert ("stepper.optimizer, _, _ = deepspeed.initialize(model=model, optimizer=stepper.optimizer, config=ds_config)"
+            in result.text)
+
+
+def test_an_optimizer_inside_the_scripts_own_class_with_clipping_is_refused() -> None:
+    script = HELD.replace("CLIP", "torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)")
+    result = run_step(deepspeed_engine, script, target="deepspeed")
+    assert result.refused and result.text == result.source
+    assert [code for code, _line in result.codes] == ["MIG129"]
+    assert "`stepper.advance()`" in result.findings[0].message and "gradient clipping" in result.findings[0].message

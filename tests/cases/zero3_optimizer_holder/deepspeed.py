@@ -1,0 +1,76 @@
+"""A class of the script's own owns the optimizer: it sets a warmup learning rate, then steps it."""
+import argparse
+import json
+import os
+
+import torch
+import torch.nn as nn
+from torch.utils.data import DataLoader, TensorDataset
+import deepspeed
+from torch.utils.data.distributed import DistributedSampler
+import torch.distributed as dist
+
+
+class ScheduledStepper:
+    def __init__(self, inner, warmup):
+        self.inner = inner
+        self.warmup = warmup
+        self.count = 0
+
+    def update(self):
+        self.count += 1
+        for group in self.inner.param_groups:
+            group["lr"] = 2e-3 * min(1.0, self.count / self.warmup)
+        self.inner.step()
+
+    def zero_grad(self):
+        self.inner.zero_grad()
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--local_rank", "--local-rank", type=int, default=-1, help="set by the deepspeed launcher")
+    args = parser.parse_args()
+
+    # the deepspeed launcher sets these; plain `python train.py` runs as a single process (port 0: any free one)
+    for key, value in dict(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT="0").items():
+        os.environ.setdefault(key, value)
+    local_rank = int(os.environ["LOCAL_RANK"])
+    if torch.cuda.is_available():
+        torch.cuda.set_device(local_rank)
+    deepspeed.init_distributed(dist_backend="nccl" if torch.cuda.is_available() else "gloo")
+    generator = torch.Generator().manual_seed(11)
+    data = TensorDataset(torch.randn(256, 24, generator=generator), torch.randint(0, 4, (256,), generator=generator))
+    loader = DataLoader(data, batch_size=args.batch_size, sampler=DistributedSampler(data, shuffle=False))
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(24, 48), nn.GELU(), nn.Linear(48, 4))
+    stepper = ScheduledStepper(torch.optim.AdamW(model.parameters()), warmup=10)
+
+    # DeepSpeed reads its settings from ds_config.json; the values this script computes itself
+    # overwrite the file's, so the two never disagree
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "ds_config.json")) as config_file:
+        ds_config = json.load(config_file)
+    ds_config["train_micro_batch_size_per_gpu"] = args.batch_size
+    # the torch optimizer inside `stepper` goes to DeepSpeed, and DeepSpeed's optimizer takes its
+    # place there: `stepper.update()` steps it (the engine's step() is not called),
+    # `stepper.zero_grad()` clears it
+    model, stepper.inner, _, _ = deepspeed.initialize(model=model, optimizer=stepper.inner, config=ds_config)
+    for epoch in range(2):
+        for features, labels in loader:
+            stepper.zero_grad()
+            loss = nn.functional.cross_entropy(model(features), labels)
+            model.backward(loss)
+            stepper.update()
+        if dist.get_rank() == 0:
+            print(f"epoch {epoch} loss {loss.item():.4f}")
+    with deepspeed.zero.GatheredParameters(list(model.module.parameters())):  # ZeRO-3 shards the weights: every rank gathers
+        model_state = {name: tensor.detach().cpu().clone() for name, tensor in model.module.state_dict().items()}
+    if dist.get_rank() == 0:
+        torch.save(model_state, "scheduled.pt")
+    dist.barrier()  # no rank exits while rank 0 still writes its files
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
