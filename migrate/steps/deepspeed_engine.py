@@ -406,15 +406,18 @@ def _loader_problem(ctx: Context, name: str, engine: ModelOrdering) -> str | Non
 def _visible(ctx: Context, expression: cst.BaseExpression, engine: ModelOrdering) -> bool:
     """Whether every name the expression reads is defined where the engine is created."""
     scope = engine.model.scope
-    levels = [ctx.index.block_of[stmt] for stmt in ctx.index.enclosing_statements(engine.anchor)]  # the anchor's block, outwards
+    # the anchor's block (the anchor included), then each block around it (up to the statement holding it)
+    chain = ctx.index.enclosing_statements(engine.anchor)
+    levels = [(*ctx.index.block_of[stmt], stmt is engine.anchor) for stmt in chain]
     for name in read_names(expression):
         if name in scope.params or name in ctx.index.imports or name in ctx.index.functions:
             continue
         bound_before = any(
             b.target == name
             and b.place.scope.node is scope.node  # not a local of a function defined above
-            and any((top := top_statement(ctx.index, b.place.stmt, block)) is not None and block.body.index(top) <= position
-                    for block, position in levels)
+            and any((top := top_statement(ctx.index, b.place.stmt, block)) is not None
+                    and (block.body.index(top) <= position if own else block.body.index(top) < position)
+                    for block, position, own in levels)
             for b in ctx.index.bindings
         )
         module_level = any(b.target == name and b.place.scope.is_module for b in ctx.index.bindings) and not scope.is_module

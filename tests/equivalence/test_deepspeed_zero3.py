@@ -39,18 +39,18 @@ def case_input(name: str) -> Path:
     return path
 
 
-def run_original(name: str, folder: Path) -> subprocess.CompletedProcess[str]:
-    """The case's input with plain python, one process, in `folder`."""
+def run_original(name: str, folder: Path, args: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
+    """The case's input with plain python and `args`, one process, in `folder`."""
     folder.mkdir(parents=True, exist_ok=True)
-    process = subprocess.run([sys.executable, str(case_input(name))], cwd=folder, env=environment(),
+    process = subprocess.run([sys.executable, str(case_input(name)), *args], cwd=folder, env=environment(),
                              capture_output=True, text=True, timeout=120)
     assert process.returncode == 0, process.stderr[-3000:]
     return process
 
 
-def run_converted(name: str, folder: Path) -> tuple[subprocess.CompletedProcess[str], Any]:
-    """The case's input converted with --zero 3 into `folder`, run on 2 ranks with every parameter
-    partitioned: (the finished launch, the zero_optimization config DeepSpeed read)."""
+def run_converted(name: str, folder: Path, args: tuple[str, ...] = ()) -> tuple[subprocess.CompletedProcess[str], Any]:
+    """The case's input converted with --zero 3 into `folder`, run with `args` on 2 ranks with every
+    parameter partitioned: (the finished launch, the zero_optimization config DeepSpeed read)."""
     source = case_input(name).read_text()
     script = folder / "train.py"
     result = migrate_source(source, "deepspeed", Options(zero=3), path=str(script))
@@ -59,7 +59,7 @@ def run_converted(name: str, folder: Path) -> tuple[subprocess.CompletedProcess[
     for artifact in result.artifacts:
         Path(artifact.path).write_text(artifact.text)
     zero = partition_every_parameter(folder / "ds_config.json")
-    return run_partitioned(script, []), zero
+    return run_partitioned(script, list(args)), zero
 
 
 def output(process: subprocess.CompletedProcess[str]) -> str:
@@ -163,19 +163,8 @@ def run_both(name: str, tmp_path: Path, saved: str, fail: str | None = None) -> 
     """The case's input as one process with `--batch-size 32`, and converted with --zero 3 on 2
     ranks x 16 with every parameter partitioned (asserted): the file each saved as `saved`."""
     original = tmp_path / "original"
-    original.mkdir()
-    process = subprocess.run([sys.executable, str(case_input(name)), "--batch-size", "32"], cwd=original,
-                             env=environment(), capture_output=True, text=True, timeout=120)
-    assert process.returncode == 0, process.stderr[-3000:]
-    source = case_input(name).read_text()
-    script = tmp_path / "train.py"
-    result = migrate_source(source, "deepspeed", Options(zero=3), path=str(script))
-    assert not result.error and result.new != source, [f.message for f in result.findings]
-    script.write_text(result.new)
-    for artifact in result.artifacts:
-        Path(artifact.path).write_text(artifact.text)
-    zero = partition_every_parameter(tmp_path / "ds_config.json")
-    converted = run_partitioned(script, ["--batch-size", "16"])
+    run_original(name, original, ("--batch-size", "32"))
+    converted, zero = run_converted(name, tmp_path, ("--batch-size", "16"))
     if fail is not None:
         fail_on(fail, converted)
     assert_finished(converted)
