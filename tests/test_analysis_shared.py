@@ -114,15 +114,32 @@ def test_accumulation_is_found_once_with_its_factor() -> None:
     assert code(sites, accumulation.last) == "loss.backward()"
 
 
-def test_accumulation_with_the_forward_in_a_helper_keeps_its_factor() -> None:
+def test_accumulation_with_the_forward_in_a_helper_starts_where_the_helper_is_given_the_model() -> None:
     sites = sites_of(ACCUMULATING.format(forward="compute_loss(model, x, y)") + textwrap.dedent("""
         def compute_loss(net, x, y):
             return nn.functional.mse_loss(net(x), y)
     """))
     [accumulation] = sites.accumulations
     assert code(sites, accumulation.factor) == "k"
+    assert accumulation.first is not None and code(sites, accumulation.first).startswith("loss = compute_loss(model")
+    assert sites.notes == []
+
+
+def test_accumulation_with_the_forward_outside_the_micro_step_keeps_its_factor() -> None:
+    sites = sites_of(ACCUMULATING.format(forward="losses[i]").replace(
+        "for i, (x, y)", "losses = [nn.functional.mse_loss(model(x), y) for x, y in loader]\nfor i, (x, y)"))
+    [accumulation] = sites.accumulations
+    assert code(sites, accumulation.factor) == "k"
     assert accumulation.first is None  # nothing to wrap in no_sync here...
     assert [note[0] for note in sites.notes] == ["MIG109"]  # ...and this says why
+
+
+def test_an_update_test_kept_in_a_variable_is_followed_to_its_value() -> None:
+    sites = sites_of(ACCUMULATING.format(forward="nn.functional.mse_loss(model(x), y)").replace(
+        "    if (i + 1) % k == 0:", "    update = (i + 1) % k == 0 or i + 1 == len(loader)\n    if update:"))
+    [accumulation] = sites.accumulations
+    assert code(sites, accumulation.condition) == "(i + 1) % k == 0 or i + 1 == len(loader)"
+    assert code(sites, accumulation.factor) == "k"
 
 
 def test_a_scheduler_stepped_every_n_batches_is_no_accumulation() -> None:

@@ -9,10 +9,10 @@ from __future__ import annotations
 import libcst as cst
 
 from migrate.analysis.index import ScriptIndex, child_nodes, spell
-from migrate.analysis.models import forward_spellings, origin
+from migrate.analysis.models import forward_spellings, origin, runs_no_forward
 from migrate.analysis.sites import Accumulation, TrainingSites
 from migrate.analysis.trained import Stepped, root, same_module
-from migrate.analysis.training import calls_in
+from migrate.analysis.training import callee_scope, calls_in
 
 
 def accumulations(sites: TrainingSites) -> list[Accumulation]:
@@ -34,7 +34,7 @@ def accumulations(sites: TrainingSites) -> list[Accumulation]:
                 continue
             block, position = index.block_of[ancestor]
             later = list(block.body[position + 1 :])
-            step_ifs = [s for s in later if _is_accumulation_if(s)]
+            step_ifs = [s for s in later if _is_accumulation_if(s, _test_of(index, s, block))]
             if not step_ifs:
                 continue
             for step_if in step_ifs:
@@ -53,16 +53,36 @@ def accumulations(sites: TrainingSites) -> list[Accumulation]:
                 first, model = _first_forward(micro_step, held, index)
                 if first is None and not any(_forwards(s, models, index) for s in micro_step):
                     sites.notes.append(("MIG109", "the forward pass is not in the same loop body as backward", ancestor))
-                found.append(_accumulation(step_if, first, ancestor, model or held[0]))
+                found.append(_accumulation(step_if, _test_of(index, step_if, block), first, ancestor, model or held[0]))
                 break
             break
     return found
 
 
-def _accumulation(step_if: cst.If, first: cst.BaseStatement | None, last: cst.BaseStatement, model: str) -> Accumulation:
-    factor = accumulation_factor(step_if.test)
+def _accumulation(step_if: cst.If, test: cst.BaseExpression, first: cst.BaseStatement | None, last: cst.BaseStatement,
+                  model: str) -> Accumulation:
+    factor = accumulation_factor(test)
     assert factor is not None  # _is_accumulation_if saw the `%`
-    return Accumulation(condition=step_if.test, factor=factor, first=first, last=last, model=model)
+    return Accumulation(condition=test, factor=factor, first=first, last=last, model=model, step_if=step_if)
+
+
+def _test_of(index: ScriptIndex, stmt: cst.BaseStatement, block: cst.CSTNode) -> cst.BaseExpression | None:
+    """An `if`'s test, or for `if is_update_step:` the value that name gets once, earlier in the
+    same block (`is_update_step = (i + 1) % n == 0 or i + 1 == len(loader)`)."""
+    if not isinstance(stmt, cst.If):
+        return None
+    test = stmt.test
+    if not isinstance(test, cst.Name):
+        return test
+    body = list(getattr(block, "body", ()))
+    before = body[: body.index(stmt)] if stmt in body else []
+    values = [small.value for line in before if isinstance(line, cst.SimpleStatementLine) for small in line.body
+              if isinstance(small, cst.Assign) and len(small.targets) == 1
+              and isinstance(small.targets[0].target, cst.Name) and small.targets[0].target.value == test.value]
+    bound_elsewhere = [b for b in index.bindings if b.target == test.value and b.place.scope is index.scope_of.get(stmt)]
+    if len(values) == 1 and len(bound_elsewhere) == 1:
+        return values[0]
+    return test
 
 
 def accumulation_factor(condition: cst.BaseExpression) -> cst.BaseExpression | None:
@@ -79,10 +99,11 @@ def accumulation_factor(condition: cst.BaseExpression) -> cst.BaseExpression | N
     return found[0] if found else None
 
 
-def _is_accumulation_if(stmt: cst.BaseStatement) -> bool:
-    """`if <test with a %>:` whose body steps something, and whose `else`/`elif` does not step too
-    (`if i % 2: opt.step() else: opt.step()` steps every micro-step: no window)."""
-    if not isinstance(stmt, cst.If) or accumulation_factor(stmt.test) is None:
+def _is_accumulation_if(stmt: cst.BaseStatement, test: cst.BaseExpression | None) -> bool:
+    """`if <test with a %>:` (`test`: its test, or the value of the name it tests) whose body steps
+    something, and whose `else`/`elif` does not step too (`if i % 2: opt.step() else: opt.step()`
+    steps every micro-step: no window)."""
+    if not isinstance(stmt, cst.If) or test is None or accumulation_factor(test) is None:
         return False
     return _steps(stmt.body) and (stmt.orelse is None or not _steps(stmt.orelse))
 
@@ -135,11 +156,20 @@ def _first_forward(statements: list[cst.BaseStatement], held: list[str], index: 
 
 
 def _forwarded_model(stmt: cst.BaseStatement, models: set[str], index: ScriptIndex) -> str | None:
+    """The model `stmt` runs: called itself (`model(x)`), or handed to a function of this file
+    that runs a forward (`loss = calc_loss_batch(x, y, model, device)`)."""
     aliases = _forward_aliases(models, index)
     for call in index.calls_under(stmt):
         name = spell(call.func)
         if name in aliases:
             return aliases[name]
+        site = index.derived("call_sites_by_node", lambda: {id(c.node): c for c in index.calls}).get(id(call))
+        callee = callee_scope(index, site) if site is not None else None
+        if callee is None or runs_no_forward(index, callee):
+            continue
+        for arg in call.args:
+            if spell(arg.value) in aliases:
+                return aliases[spell(arg.value) or ""]
     return None
 
 

@@ -60,6 +60,7 @@ class Accumulation:
     first: cst.BaseStatement | None  # first statement of the micro-step (holds the forward); None: not in the loop body
     last: cst.BaseStatement  # the statement holding backward
     model: str
+    step_if: cst.If | None = None  # the `if` that steps; its test is `condition`, or a name bound to it
 
 
 @dataclass(eq=False)

@@ -197,8 +197,8 @@ def _step(ctx: Context, call: CallSite, names: set[tuple[str, str]], backward_to
 
 def _under_accumulation_test(ctx: Context, stmt: cst.BaseStatement) -> bool:
     """Whether `stmt` sits under the `if` of an accumulation window (analysis.accumulation)."""
-    tests = {id(accumulation.condition) for accumulation in ctx.sites.accumulations}
-    return any(isinstance(around, cst.If) and id(around.test) in tests for around in ctx.index.enclosing_statements(stmt))
+    step_ifs = {id(accumulation.step_if) for accumulation in ctx.sites.accumulations}
+    return any(id(around) in step_ifs for around in ctx.index.enclosing_statements(stmt))
 
 
 def _report_fp16_under_zero(ctx: Context, config: EngineConfig) -> None:
@@ -256,7 +256,7 @@ def _step_if(ctx: Context, accumulation: Accumulation) -> tuple[list[cst.BaseSta
     block, position = ctx.index.block_of[accumulation.last]
     between: list[cst.BaseStatement] = []
     for stmt in block.body[position:]:
-        if isinstance(stmt, cst.If) and stmt.test is accumulation.condition:
+        if stmt is accumulation.step_if:
             return between, stmt
         between.append(stmt)
     raise AssertionError("analysis.accumulation found the `if` after the backward in the same block")

@@ -103,7 +103,22 @@ def test_a_step_every_iteration_is_not_accumulation() -> None:
     assert result.findings == ()
 
 
-def test_accumulation_whose_forward_is_not_in_the_loop_body_is_reported() -> None:
+def test_a_forward_in_a_helper_given_the_model_runs_under_no_sync() -> None:
     result = run_step(no_sync, FORWARD_IN_A_HELPER)
+    expected = (
+        "        with model.no_sync() if (i + 1) % 4 != 0 else contextlib.nullcontext():\n"
+        "            loss = forward_loss(model, x, y)\n"
+        "            loss.backward()\n"
+    )
+    assert expected in result.text
+    assert result.findings == ()
+
+
+def test_accumulation_whose_forward_is_not_in_the_loop_body_is_reported() -> None:
+    script = FORWARD_IN_A_HELPER.replace(
+        "    for i, (x, y) in enumerate(loader):\n        loss = forward_loss(model, x, y)\n",
+        "    losses = [forward_loss(model, x, y) for x, y in loader]\n    for i, (x, y) in enumerate(loader):\n"
+        "        loss = losses[i]\n")
+    result = run_step(no_sync, script)
     assert result.text == result.source
-    assert result.codes == [("MIG109", 16)]
+    assert result.codes == [("MIG109", 17)]
