@@ -163,7 +163,7 @@ def _forwarded_model(stmt: cst.BaseStatement, models: set[str], index: ScriptInd
         name = spell(call.func)
         if name in aliases:
             return aliases[name]
-        site = index.derived("call_sites_by_node", lambda: {id(c.node): c for c in index.calls}).get(id(call))
+        site = index.call_site(call)
         callee = callee_scope(index, site) if site is not None else None
         if callee is None or runs_no_forward(index, callee):
             continue

@@ -113,17 +113,20 @@ def _own_assignments(scope: Scope) -> list[tuple[str, cst.BaseExpression]]:
     for node in _assignment_nodes(scope.node):
         if isinstance(node, cst.Assign):
             for target in node.targets:
-                for name in _target_names(target.target):
+                for name in target_names(target.target):
                     found.append((name, node.value))
         elif isinstance(node, (cst.AugAssign, cst.AnnAssign)) and node.value is not None:
-            for name in _target_names(node.target):
+            for name in target_names(node.target):
                 found.append((name, node.value))
     return found
 
 
-def _target_names(target: cst.BaseExpression) -> list[str]:
+def target_names(target: cst.BaseExpression) -> list[str]:
+    """The spellings an assignment target binds: `a`, `self.n`, each of `a, (b, *c)`."""
     if isinstance(target, (cst.Tuple, cst.List)):
-        return [n for e in target.elements for n in _target_names(e.value)]
+        return [n for e in target.elements for n in target_names(e.value)]
+    if isinstance(target, cst.StarredElement):
+        return target_names(target.value)
     spelled = spell(target)
     return [spelled] if spelled is not None else []
 

@@ -248,6 +248,10 @@ class ScriptIndex:
         """The Loop recorded for a `for` / `while` statement."""
         return self.derived("loop_of", lambda: {loop.node: loop for loop in reversed(self.loops)}).get(node)
 
+    def call_site(self, node: cst.Call) -> CallSite | None:
+        """The CallSite of a call node of this script (None for a node made by a rewrite)."""
+        return self.derived("call_sites_by_node", lambda: {id(c.node): c for c in self.calls}).get(id(node))
+
     def calls_under(self, node: cst.CSTNode) -> list[cst.Call]:
         """The calls under `node` (itself included), in source order: what `calls_in` finds by
         walking, read for a statement off the index (its calls are one run of `calls`)."""

@@ -5,6 +5,7 @@ spell new code (imports the script already has are reused under the script's own
 from __future__ import annotations
 
 import string
+import textwrap
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Protocol, TypeVar
@@ -187,6 +188,11 @@ class Step(Protocol):
 
 
 @lru_cache(maxsize=256)
+def comment_lines(text: str, width: int = 96) -> str:
+    """`text` as `# ...` lines of at most `width` characters, each ending in a newline."""
+    return "".join(f"# {line}\n" for line in textwrap.wrap(text, width))
+
+
 def statement(code: str) -> cst.BaseStatement:
     """Parse one statement (cached: nodes are immutable, so a parsed snippet can be reused)."""
     return cst.parse_statement(code)

@@ -15,7 +15,6 @@ import dataclasses
 import json
 import math
 import os
-import textwrap
 
 import libcst as cst
 
@@ -29,7 +28,7 @@ from migrate.analysis.sites import LoaderSite, ModelSite
 from migrate.analysis.state_dicts import model_state_dicts
 from migrate.analysis.training import argument, contains
 from migrate.analysis.values import dict_entry, literal_value
-from migrate.steps.base import Context, expression, statements
+from migrate.steps.base import Context, comment_lines, expression, statements
 from migrate.steps.engine_refusals import held_optimizer_usable, report_no_engine, several_engines_usable
 from migrate.steps.wrap_model import remove_data_parallel, unwrap_later_uses
 from migrate.targets.deepspeed import CONFIG_NAME
@@ -68,7 +67,7 @@ def deepspeed_engine(ctx: Context) -> None:
             holder = optimizer.rpartition(".")[0]
             why = (f"the torch optimizer inside `{holder}` goes to DeepSpeed, and DeepSpeed's optimizer takes its place there: "
                    f"`{holder}.{engine.stepped_by}()` steps it (the engine's step() is not called), `{holder}.zero_grad()` clears it")
-            code += "".join(f"# {line}\n" for line in textwrap.wrap(why, 96))
+            code += comment_lines(why)
         code += f"{model}, {optimizer}, _, _ = {deepspeed}.initialize(model={model}, optimizer={optimizer}, config=ds_config)\n"
     else:
         copy = ctx.module_name("copy")
@@ -119,7 +118,7 @@ def _container_code(ctx: Context, engine: ModelOrdering) -> str:
     entries = ", ".join(f'"{n}": {n}' for n in names)
     why = f"one engine over {listed}, which `{optimizer}` trains together; the script still calls each module itself"
     return (
-        "".join(f"# {line}\n" for line in textwrap.wrap(why, 96))
+        comment_lines(why)
         + f"{container} = {torch}.nn.ModuleDict({{{entries}}})\n"
         f"{container}, {optimizer}, _, _ = {deepspeed}.initialize(model={container}, optimizer={optimizer}, config=ds_config)\n"
     )

@@ -21,16 +21,17 @@ gradients before D's next backward in the original, or the script switches D's g
 from __future__ import annotations
 
 import dataclasses
-import textwrap
 
 import libcst as cst
 
+from migrate.analysis.divergence import target_names
 from migrate.analysis.index import CallSite, child_nodes, spell
 from migrate.analysis.models import aliases, top_statement
 from migrate.analysis.optimizers import OptimizerSide
 from migrate.analysis.ordering import ModelOrdering
 from migrate.analysis.training import contains
-from migrate.steps.base import Context, statement, statements
+from migrate.steps.base import Context, comment_lines, statement, statements
+from migrate.steps.engine_refusals import first_line
 
 # calls whose result carries no gradient back to what made their input
 DETACHING = frozenset({"detach", "item", "tolist", "numpy"})
@@ -115,14 +116,15 @@ def _rewrite(ctx: Context, crossing: Crossing) -> None:
     first = min((_top(ctx, call, block) for call in crossing.calls), key=block.body.index)
     why = (f"{own}'s backward must not reach {spelled}'s engine: {spelled} runs as its plain module here, and its "
            f"weights take no gradient (the original clears them before {spelled}'s next step anyway)")
-    comment = "".join(f"# {line}\n" for line in textwrap.wrap(why, COMMENT_WIDTH))
+    comment = comment_lines(why, COMMENT_WIDTH)
     ctx.plan.insert_above(first, statement(f"{comment}{spelled}.module.requires_grad_(False)\n"))
     ctx.plan.insert_after(_top(ctx, crossing.backward.node, block), statements(f"{spelled}.module.requires_grad_(True)\n"))
 
 
 def _top(ctx: Context, node: cst.CSTNode, block: cst.Module | cst.IndentedBlock) -> cst.BaseStatement:
-    stmt = next(c.place.stmt for c in ctx.index.calls if c.node is node)
-    top = top_statement(ctx.index, stmt, block)
+    site = ctx.index.call_site(node)
+    assert site is not None
+    top = top_statement(ctx.index, site.place.stmt, block)
     assert top is not None
     return top
 
@@ -138,7 +140,8 @@ def _unsafe(ctx: Context, crossing: Crossing, engines: tuple[ModelOrdering, ...]
     start = max((block.body.index(top) + 1 for call in ctx.sites.backward_calls
                  if (top := top_statement(index, call.place.stmt, block)) is not None and block.body.index(top) < position), default=0)
     for call in crossing.calls:
-        top = top_statement(index, next(c.place.stmt for c in index.calls if c.node is call), block)
+        site = index.call_site(call)
+        top = top_statement(index, site.place.stmt, block) if site is not None else None
         if top is None or block.body.index(top) < start:
             return (f"`{loss}` reaches `{other_name}`'s weights through `{ctx.code(call)}`, computed before the previous "
                     "backward")
@@ -151,8 +154,8 @@ def _unsafe(ctx: Context, crossing: Crossing, engines: tuple[ModelOrdering, ...]
                         f"of `{other_name}`'s own backward (line {ctx.position(own.node)[0]})")
     switch = _switches_gradients(ctx, other)
     if switch is not None:
-        first_line = ctx.code(switch.with_changes(leading_lines=())).strip().splitlines()[0]
-        return f"the script switches `{other_name}`'s gradients itself (line {ctx.position(switch)[0]}: `{first_line}`)"
+        return (f"the script switches `{other_name}`'s gradients itself (line {ctx.position(switch)[0]}: "
+                f"`{first_line(ctx, switch)}`)")
     if not _cleared_before_next_step(ctx, backward, other, owners):
         return (f"`{loss}` leaves gradients on `{other_name}`'s weights that no `zero_grad()` clears before "
                 f"`{other_name}`'s next backward, so its optimizer applies them, and one engine per model cannot")
@@ -246,23 +249,14 @@ def _assign(small: cst.BaseSmallStatement, env: dict[str, Flows], engines: dict[
     if isinstance(small, cst.Assign):
         flows = {} if no_grad else _flows(small.value, env, engines)
         for target in small.targets:
-            for name in _target_names(target.target):
+            for name in target_names(target.target):
                 env[name] = flows
     elif isinstance(small, cst.AnnAssign) and small.value is not None:
-        for name in _target_names(small.target):
+        for name in target_names(small.target):
             env[name] = {} if no_grad else _flows(small.value, env, engines)
     elif isinstance(small, cst.AugAssign) and not no_grad:
-        for name in _target_names(small.target):
+        for name in target_names(small.target):
             env[name] = _merge(env.get(name, {}), _flows(small.value, env, engines))
-
-
-def _target_names(target: cst.BaseExpression) -> list[str]:
-    if isinstance(target, cst.Tuple | cst.List):
-        return [name for element in target.elements for name in _target_names(element.value)]
-    if isinstance(target, cst.StarredElement):
-        return _target_names(target.value)
-    spelled = spell(target)
-    return [spelled] if spelled else []
 
 
 def _flows(node: cst.CSTNode, env: dict[str, Flows], engines: dict[str, int]) -> Flows:

@@ -34,7 +34,7 @@ def report_no_engine(ctx: Context, ordering: NoModelOrdering) -> None:
     elif reason is Unordered.OPTIMIZER_REBUILT and ordering.seen is not None:
         line = ctx.position(ordering.seen)[0]
         ctx.report("MIG129", f"`{ordering.optimizers[0]}` is built again during training (line {line}: "
-                   f"`{_first_line(ctx, ordering.seen)}`); a DeepSpeed engine keeps the optimizer it was given, so the "
+                   f"`{first_line(ctx, ordering.seen)}`); a DeepSpeed engine keeps the optimizer it was given, so the "
                    f"new one would never step; {LEFT}", ordering.seen)
     elif reason is Unordered.NO_OPTIMIZER:
         _report_no_optimizer(ctx, models[0], first)
@@ -75,14 +75,15 @@ def _report_several_models(ctx: Context, models: tuple[ModelSite, ...], first: c
     if untold is not None and binding is not None:
         line = ctx.position(binding.place.stmt)[0]
         why = (f"which model's parameters `{untold.spelling}` holds cannot be told here (it is bound at line {line}: "
-               f"`{_first_line(ctx, binding.place.stmt)}`): build each optimizer from its model's parameters beside it")
+               f"`{first_line(ctx, binding.place.stmt)}`): build each optimizer from its model's parameters beside it")
     else:
         why = "no optimizer holds the parameters of exactly one of them"
     ctx.report("MIG113", f"{len(models)} models are trained ({names}){with_their_own}, and one DeepSpeed engine per model "
                f"needs an optimizer of its own for each: {why}; {LEFT}", first)
 
 
-def _first_line(ctx: Context, stmt: cst.BaseStatement) -> str:
+def first_line(ctx: Context, stmt: cst.BaseStatement) -> str:
+    """The statement's own first line (without the comments above it), as a message quotes it."""
     return ctx.code(stmt.with_changes(leading_lines=())).strip().splitlines()[0]
 
 
