@@ -72,7 +72,7 @@ def migrate_source(code: str, target: str, options: Options | None = None, path:
             return FileResult(path=path, old=code, new=code, findings=(built_early,), skipped=True)
     plan = EditPlan(module=module)
     ctx = Context(sites=sites, plan=plan, options=options, runtime=conversion.runtime, wrapper=conversion.wrapper,
-                  source=code, script=os.path.basename(path))
+                  source=code, script=os.path.basename(path), path=path)
     for step in conversion.steps:
         step(ctx)
         if ctx.refused:

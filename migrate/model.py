@@ -34,6 +34,10 @@ class Options:
     precision: str = "auto"  # auto (what the script does) | fp32 | fp16 | bf16
     config_out: str | None = None  # where ds_config.json goes; default beside the script
     hosts: tuple[str, ...] = ()  # "host:slots" entries for a multi-node hostfile
+    # FSDP
+    mixed_precision: str = "none"  # none | bf16 | fp16: FSDP2's MixedPrecisionPolicy
+    cpu_offload: bool = False  # FSDP2's CPUOffloadPolicy
+    shard: tuple[str, ...] = ()  # class names sharded one by one (default: the repeated blocks found)
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,8 @@ FLAGS = {
     "nproc_per_node": "--nproc-per-node", "keep_global_batch": "--keep-global-batch", "scale_lr": "--scale-lr",
     "sync_batchnorm": "--sync-batchnorm", "zero": "--zero", "offload_optimizer": "--offload-optimizer",
     "offload_param": "--offload-param", "nvme_path": "--nvme-path", "precision": "--bf16/--fp16/--fp32",
-    "config_out": "--config-out", "hosts": "--hosts",
+    "config_out": "--config-out", "hosts": "--hosts", "mixed_precision": "--mixed-precision",
+    "cpu_offload": "--cpu-offload", "shard": "--shard",
 }
 
 

@@ -103,9 +103,15 @@ class EditPlan:
         statement = _parsed_line(line)
         root = line.split()[1].split(".")[0]
         group = self.stdlib_imports if root in sys.stdlib_module_names else self.module_imports
-        if line not in self.import_lines:
-            self.import_lines.add(line)
-            group.append(statement)
+        if line in self.import_lines:
+            return
+        self.import_lines.add(line)
+        for position, earlier in enumerate(group):  # `from m import a` and `from m import b`: one line
+            merged = _merged_from_import(earlier, statement)
+            if merged is not None:
+                group[position] = merged
+                return
+        group.append(statement)
 
     # -- applying -----------------------------------------------------------------------------
     def apply(self, imports: Sequence[cst.BaseStatement], is_stdlib: Callable[[cst.BaseStatement], bool]) -> cst.Module:
@@ -284,6 +290,23 @@ def _parsed_line(line: str) -> cst.SimpleStatementLine:
 
 
 @lru_cache(maxsize=64)
+def _merged_from_import(earlier: cst.SimpleStatementLine, new: cst.SimpleStatementLine) -> cst.SimpleStatementLine | None:
+    """`from m import a, b` for two `from m import ...` lines of one module, else None."""
+    first, second = earlier.body[0], new.body[0]
+    if not (isinstance(first, cst.ImportFrom) and isinstance(second, cst.ImportFrom)) or first.relative or second.relative:
+        return None
+    if first.module is None or second.module is None or not first.module.deep_equals(second.module):
+        return None
+    if isinstance(first.names, cst.ImportStar) or isinstance(second.names, cst.ImportStar):
+        return None
+    names = [*first.names, *second.names]
+    spelled = [cst.Module([]).code_for_node(alias.with_changes(comma=cst.MaybeSentinel.DEFAULT)) for alias in names]
+    line = f"from {cst.Module([]).code_for_node(first.module)} import {', '.join(spelled)}"
+    if len(line) > 100:
+        line = line.split(" import ")[0] + " import (\n" + "".join(f"    {name},\n" for name in spelled) + ")"
+    return cst.parse_statement(line + "\n")  # type: ignore[return-value]
+
+
 def _parsed_test(test: str) -> cst.BaseExpression:
     return cst.parse_expression(test)
 

@@ -227,7 +227,7 @@ def test_help_lists_every_target_and_planned_ones_say_so(tmp_path: Path) -> None
     for command in ("to-ddp", "to-deepspeed", "verify", "to-fsdp", "to-horovod", "to-dp"):
         assert f"  {command} " in listing
     shutil.copy(MAIN_CASE, tmp_path / "train.py")
-    planned = migrate("to-fsdp", "train.py", cwd=tmp_path)
+    planned = migrate("to-horovod", "train.py", cwd=tmp_path)
     assert planned.returncode == 2 and "planned and not available yet; nothing was changed" in planned.stderr
     assert (tmp_path / "train.py").read_bytes() == MAIN_CASE.read_bytes()
 

@@ -36,6 +36,7 @@ class Context:
     wrapper: Wrapper | None = None  # the target's model wrapper
     source: str = ""  # the original text (findings' positions are read from it)
     script: str = "train.py"  # the file's name, for comments in generated code
+    path: str = "train.py"  # the file's path as given: its folder holds the modules it imports
     findings: list[Finding] = field(default_factory=list)
     _positions: Positions | None = None
     _import_names: ImportNames | None = None

@@ -18,7 +18,6 @@ import os
 
 import libcst as cst
 
-from migrate.analysis.divergence import per_rank_condition
 from migrate.analysis.index import Scope, read_names
 from migrate.analysis.kinds import Kind, data_loaders, unbatched, value_kind
 from migrate.analysis.models import top_statement
@@ -30,6 +29,7 @@ from migrate.analysis.training import argument, contains
 from migrate.analysis.values import dict_entry, literal_value
 from migrate.steps.base import Context, comment_lines, expression, statements
 from migrate.steps.engine_refusals import held_optimizer_usable, report_no_engine, several_engines_usable
+from migrate.steps.gathers import outside_open_files, report_gather_on_some_ranks
 from migrate.steps.wrap_model import remove_data_parallel, unwrap_later_uses
 from migrate.targets.deepspeed import CONFIG_NAME
 
@@ -439,36 +439,11 @@ def _gather_state_dicts(ctx: Context, site: ModelSite, through_engine: bool) -> 
             "  # ZeRO-3 shards the weights: every rank gathers\n"
             f"    {variable} = {{name: tensor.detach().cpu().clone() for name, tensor in {module}.state_dict().items()}}\n"
         )
-        anchor = _outside_open_files(ctx, read.stmt)
-        _report_gather_on_some_ranks(ctx, anchor, site)
+        anchor = outside_open_files(ctx, read.stmt)
+        report_gather_on_some_ranks(ctx, anchor, site, "ZeRO-3")
         ctx.plan.insert_before(anchor, gather[:-1])
         ctx.plan.insert_above(anchor, gather[-1])
         ctx.plan.replace_with(read.call, cst.Name(variable))
-
-
-def _report_gather_on_some_ranks(ctx: Context, anchor: cst.BaseStatement, site: ModelSite) -> None:
-    """MIG121 when the gather runs under a condition on this rank's own batches (`if total <
-    best:` with `total` summed from its losses): under ZeRO-3 every rank must gather."""
-    condition = per_rank_condition(ctx.sites, anchor)
-    if condition is None:
-        return
-    test = ctx.code(condition.test)
-    ctx.report("MIG121", f"the gather of `{site.spelling}`'s weights for saving runs only when `{test}` (line "
-               f"{ctx.position(condition)[0]}) holds, and that reads a value of this rank's own batches: under ZeRO-3 "
-               "every rank must take part in the gather, so ranks that skip it leave the others waiting; test a value "
-               "every rank shares (all-reduce it first), or decide on rank 0 and broadcast the decision", anchor)
-
-
-def _outside_open_files(ctx: Context, stmt: cst.BaseStatement) -> cst.BaseStatement:
-    """The statement a gather goes above: `stmt`, or the outermost `with open(...)` holding it
-    (a file written there is written on rank 0 only, and every rank must gather)."""
-    anchor = stmt
-    for around in ctx.index.enclosing_statements(stmt):
-        if isinstance(around, cst.With) and any(
-            isinstance(item.item, cst.Call) and ctx.code(item.item.func) == "open" for item in around.items
-        ):
-            anchor = around
-    return anchor
 
 
 def _warn_optimizer_state(ctx: Context, engine: ModelOrdering) -> None:

@@ -12,12 +12,17 @@ from migrate.steps.base import Context, expression
 
 
 def no_sync(ctx: Context) -> None:
-    for node_code, message, node in ctx.sites.notes:
-        if node_code == "MIG109":
-            ctx.report("MIG109", f"gradient accumulation left syncing every micro-step: {message}", node)
+    report_syncing_micro_steps(ctx)
     for accumulation in ctx.sites.accumulations:
         if accumulation.first is not None:  # None: the forward is elsewhere (MIG109 above)
             ctx.plan.wrap_run(accumulation.first, accumulation.last, _builder(ctx, accumulation))
+
+
+def report_syncing_micro_steps(ctx: Context) -> None:
+    """MIG109 for each accumulation whose micro-steps the conversion cannot keep from syncing."""
+    for node_code, message, node in ctx.sites.notes:
+        if node_code == "MIG109":
+            ctx.report("MIG109", f"gradient accumulation left syncing every micro-step: {message}", node)
 
 
 def _builder(ctx: Context, accumulation: Accumulation):  # type: ignore[no-untyped-def]

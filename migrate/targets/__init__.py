@@ -9,12 +9,12 @@ from migrate.targets.base import Target, planned
 from migrate.targets.ddp import DDP
 from migrate.targets.deepspeed import DEEPSPEED
 from migrate.targets.dp import DP
+from migrate.targets.fsdp import FSDP
 
 REGISTRY: tuple[Target, ...] = (
     DDP,
     DEEPSPEED,
-    planned("fsdp", "FSDP2, fully sharded data parallel", {"torch.distributed.fsdp.fully_shard": "FSDP",
-                                                           "torch.distributed.fsdp.FullyShardedDataParallel": "FSDP"}),
+    FSDP,
     planned("horovod", "Horovod", {"horovod.torch.init": "Horovod"}),
     DP,
 )

@@ -28,11 +28,13 @@ def launch_script_path(script_path: str, target: str) -> str:
     return os.path.join(folder, f"run_{stem}_{target}.sh")
 
 
-def torchrun_launcher(script_path: str, ctx) -> list[Artifact]:  # type: ignore[no-untyped-def]
-    path = launch_script_path(script_path, "ddp")
+def torchrun_launcher(script_path: str, ctx, target: str = "ddp") -> list[Artifact]:  # type: ignore[no-untyped-def]
+    """run_<script>_<target>.sh: torchrun with the processes --nproc-per-node asks for."""
+    path = launch_script_path(script_path, target)
     text = render(
         "launch/torchrun.sh.j2",
         script=os.path.basename(script_path),
+        target=target,
         nproc=ctx.options.nproc_per_node,
         processes=_processes_comment(ctx.options.nproc_per_node),
         launcher_name=os.path.basename(path),

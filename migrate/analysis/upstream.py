@@ -1,0 +1,116 @@
+"""Where a trained model comes from before it reaches the place it is wrapped: the chain of
+(name, scope, hand-off statement) from the wrap site back to the function that builds it.
+
+`self.model = model.to(gpu_id)` in `Trainer.__init__` names the parameter `model`; the caller
+passes its own `model` (`Trainer(model, ...)` in `main`), which `main` unpacked from
+`train_set, model, optimizer = load_train_objs()`, whose `return` hands out the `model` it built.
+Each link names the statement that hands the model on (the call, or the `return`): what the
+upstream scope does before that statement happens before the model reaches the wrap site.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import libcst as cst
+
+from migrate.analysis.index import Scope, ScriptIndex, spell
+from migrate.analysis.models import home_binding
+from migrate.analysis.sites import ModelSite
+from migrate.analysis.trained import calls_of
+from migrate.analysis.training import argument
+
+MOVES = frozenset({"to", "cuda", "cpu", "train", "eval", "float", "double", "half", "bfloat16"})
+DEPTH = 6
+
+
+@dataclass(frozen=True, eq=False)
+class Upstream:
+    """The model named `spelling` in `scope`, which hands it on at `hand_off`."""
+
+    spelling: str
+    scope: Scope
+    hand_off: cst.BaseStatement
+
+
+def upstream(index: ScriptIndex, site: ModelSite) -> list[Upstream]:
+    """The links above the wrap site, nearest first (empty: the site's scope builds the model)."""
+    chain: list[Upstream] = []
+    spelling, scope = _plain(index, site.spelling, site.scope)
+    for _ in range(DEPTH):
+        link = _caller_link(index, spelling, scope) or _returned_link(index, spelling, scope)
+        if link is None:
+            break
+        chain.append(link)
+        spelling, scope = _plain(index, link.spelling, link.scope)
+    return chain
+
+
+def _plain(index: ScriptIndex, spelling: str, scope: Scope) -> tuple[str, Scope]:
+    """`self.model`, bound in `__init__` to `model.to(gpu_id)`: the parameter `model` of `__init__`."""
+    if not spelling.startswith("self."):
+        return spelling, scope
+    binding = home_binding(index, spelling, scope)
+    value = binding.value if binding is not None else None
+    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in MOVES:
+        value = value.func.value
+    name = spell(value) if value is not None else None
+    if binding is None or name is None or "." in name:
+        return spelling, scope
+    return name, binding.place.scope
+
+
+def _caller_link(index: ScriptIndex, spelling: str, scope: Scope) -> Upstream | None:
+    """A parameter: the name the (one) caller passes, and the call that passes it (a class's
+    construction for its `__init__`)."""
+    if spelling not in scope.params or not isinstance(scope.node, cst.FunctionDef):
+        return None
+    callers = calls_of(index, scope)
+    if len(callers) != 1:
+        return None
+    call = callers[0]
+    position = scope.params.index(spelling) - (1 if scope.class_name else 0)
+    passed = argument(call.node, spelling, position)
+    name = spell(passed.value) if passed is not None else None
+    return Upstream(name, call.place.scope, call.place.stmt) if name is not None else None
+
+
+def _returned_link(index: ScriptIndex, spelling: str, scope: Scope) -> Upstream | None:
+    """A name unpacked from a call of a function of this file (`a, model, b = build()`): the
+    name that function returns in that position, and its `return`."""
+    binding = next((b for b in reversed(index.bindings) if b.target == spelling and b.place.scope is scope), None)
+    if binding is None or not isinstance(binding.node, cst.Assign) or not isinstance(binding.node.value, cst.Call):
+        return None
+    target = binding.node.targets[0].target
+    position = _position(target, spelling)
+    function = index.functions.get(index.qualify(binding.node.value.func) or "")
+    if function is None or not isinstance(function.node, cst.FunctionDef):
+        return None
+    for stmt, value in _returns(index, function):
+        returned = value.elements[position].value if position is not None and isinstance(value, cst.Tuple) \
+            and position < len(value.elements) else value if position is None else None
+        name = spell(returned) if returned is not None else None
+        if name is not None:
+            return Upstream(name, function, stmt)
+    return None
+
+
+def _position(target: cst.BaseExpression, spelling: str) -> int | None:
+    """Where `spelling` sits in a tuple target; None for a plain name target."""
+    if not isinstance(target, (cst.Tuple, cst.List)):
+        return None
+    for position, element in enumerate(target.elements):
+        if spell(element.value) == spelling:
+            return position
+    return None
+
+
+def _returns(index: ScriptIndex, function: Scope) -> list[tuple[cst.BaseStatement, cst.BaseExpression]]:
+    found = []
+    for stmt, scope in index.scope_of.items():
+        if scope is not function or not isinstance(stmt, cst.SimpleStatementLine):
+            continue
+        for small in stmt.body:
+            if isinstance(small, cst.Return) and small.value is not None:
+                found.append((stmt, small.value))
+    return found

@@ -1,0 +1,236 @@
+"""FSDP2 shards each trained model where DDP would wrap it (placed, weights loaded, before
+torch.compile and training), or earlier: right above the statement that builds an optimizer over
+it, when that comes first. An optimizer built before `fully_shard` holds the unsharded
+parameters, and the model silently never learns; moving the shard up is one insertion, where
+moving the optimizer (and the schedulers and loads that read it) would be several. A load of
+weights that then follows the shard becomes `set_model_state_dict` (migrate.steps.fsdp_state_dicts).
+
+Each repeated block (migrate.analysis.blocks) is sharded on its own, then the model, so that a
+forward gathers one block's weights at a time. FSDP2 keeps the user's class (`fully_shard`
+changes the module in place), so nothing is routed through `.module`; methods other than
+forward() that the script calls on the model are registered with `register_fsdp_forward_method`,
+or they would read the shards instead of the weights. A method of a class this run cannot read
+is reported (MIG302) instead: registering an attribute that is a submodule would fail.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from migrate.analysis.blocks import Blocks, model_blocks
+from migrate.analysis.models import aliases, is_after, top_statement
+from migrate.analysis.sites import ModelSite
+from migrate.analysis.trained import optimizer_owners
+from migrate.analysis.upstream import upstream
+from migrate.steps.base import Context, statements
+from migrate.steps.wrap_model import WRAPPER_SAFE, remove_data_parallel, report_unwrapped_model
+
+FSDP = "torch.distributed.fsdp"
+# what an nn.Module answers itself after fully_shard, besides forward: no registration needed
+MODULE_METHODS = WRAPPER_SAFE | frozenset({
+    "state_dict", "load_state_dict", "named_modules", "get_submodule", "add_module", "register_buffer",
+    "register_parameter", "extra_repr", "reshard", "unshard", "set_requires_gradient_sync",
+    "set_reshard_after_backward", "set_is_last_backward", "share_memory", "float", "to_empty",
+})
+
+
+def fsdp_shard(ctx: Context) -> None:
+    if not ctx.sites.models:
+        report_unwrapped_model(ctx)
+        ctx.refused = True
+        return
+    for site in ctx.sites.models:
+        remove_data_parallel(ctx, site)
+        moved = _above_its_optimizer(ctx, site)
+        blocks = model_blocks(ctx.index, site, ctx.path, ctx.options.shard)
+        new = statements(_shard_code(ctx, site, blocks, moved) + _forward_methods_code(ctx, site, blocks))
+        if site.wrap_before is not None:
+            ctx.plan.insert_before(site.wrap_before, new)
+        else:
+            assert site.wrap_after is not None
+            ctx.plan.insert_after(site.wrap_after, new)
+        _report_sharding(ctx, site, blocks)
+
+
+def _above_its_optimizer(ctx: Context, site: ModelSite) -> cst.BaseStatement | None:
+    """When an optimizer over the model is built before the place DDP would wrap it, the shard
+    goes right above the statement that builds it, and the site moves there (so every later step
+    sees the model as sharded from that statement on). That statement is in the model's own
+    scope before the wrap, or in a scope the model comes from (migrate.analysis.upstream) before
+    it hands the model on (`optimizer = SGD(model.parameters()); return model, optimizer`).
+    Returns the statement, or None when the shard stays where DDP wraps."""
+    index = ctx.index
+    own = {name for name, scope in aliases(index, site) if scope == site.scope.name}
+    anchor = site.wrap_before or site.wrap_after
+    assert anchor is not None
+    places = [(own, site.scope, index.block_of[anchor][0], None)]
+    for link in upstream(index, site):
+        body = link.scope.node.body if isinstance(link.scope.node, cst.FunctionDef) else link.scope.node
+        if isinstance(body, (cst.IndentedBlock, cst.Module)):
+            places.append(({link.spelling}, link.scope, body, link.hand_off))
+    for names, scope, block, hand_off in places:
+        first: cst.BaseStatement | None = None
+        for call in ctx.sites.optimizers:
+            if call.place.scope is not scope or not (_holds(ctx, call.node, scope) & names):
+                continue
+            if hand_off is None and is_after(index, call.place.stmt, site):
+                continue  # built after the wrap: it holds the sharded parameters
+            top = top_statement(index, call.place.stmt, block)
+            if top is None or (hand_off is not None and not _before(index, top, hand_off, block)):
+                continue
+            if first is None or index.block_of[top][1] < index.block_of[first][1]:
+                first = top
+        if first is not None:
+            if scope is not site.scope:
+                site.spelling = next(iter(names))
+            site.scope = scope
+            site.wrap_before, site.wrap_after = first, None
+            return first
+    return None
+
+
+def _holds(ctx: Context, call: cst.Call, scope) -> set[str]:  # type: ignore[no-untyped-def]
+    """The names of the modules whose parameters an optimizer construction holds (every name it
+    reads when that cannot be told)."""
+    owners = optimizer_owners(ctx.index, call, scope)
+    if owners is None:
+        return {name.value for name in _names_in(call)}
+    return {owner.spelling for owner in owners if owner.scope is scope}
+
+
+def _before(index, stmt: cst.BaseStatement, hand_off: cst.BaseStatement, block) -> bool:  # type: ignore[no-untyped-def]
+    """Whether `stmt` (directly in `block`) runs before the statement of `block` holding `hand_off`."""
+    top = top_statement(index, hand_off, block)
+    return top is not None and index.block_of[stmt][1] < index.block_of[top][1]
+
+
+def _names_in(node: cst.CSTNode) -> list[cst.Name]:
+    found: list[cst.Name] = []
+
+    class Collect(cst.CSTVisitor):
+        def visit_Name(self, name: cst.Name) -> None:
+            found.append(name)
+
+    node.visit(Collect())
+    return found
+
+
+def _shard_code(ctx: Context, site: ModelSite, blocks: Blocks, moved: cst.BaseStatement | None) -> str:
+    fully_shard = ctx.imported(FSDP, "fully_shard")
+    model = site.spelling
+    settings = _settings(ctx, site)
+    lines: list[str] = []
+    if moved is not None:
+        lines.append("# FSDP2: sharded before the optimizer is built, so that it holds the sharded parameters")
+    if settings:
+        lines.append(f"fsdp_settings = {{{settings}}}")
+    extra = ", **fsdp_settings" if settings else ""
+    if blocks.classes:
+        loop = _free_name(ctx, site, "submodule")
+        lines += [
+            f"for {loop} in {model}.modules():  # each block's weights are gathered only while it runs",
+            f"    if {_is_block(ctx, blocks, loop)}:",
+            f"        {fully_shard}({loop}{extra})",
+        ]
+    lines.append(f"{fully_shard}({model}{extra})")
+    return "\n".join(lines) + "\n"
+
+
+def _settings(ctx: Context, site: ModelSite) -> str:
+    """The keyword arguments --mixed-precision and --cpu-offload ask for, as a dict's entries."""
+    entries: list[str] = []
+    torch = ctx.torch if ctx.options.mixed_precision != "none" or ctx.options.cpu_offload else ""
+    if ctx.options.mixed_precision != "none":
+        policy = ctx.imported(FSDP, "MixedPrecisionPolicy")
+        dtype = {"bf16": "bfloat16", "fp16": "float16"}[ctx.options.mixed_precision]
+        entries.append(f'"mp_policy": {policy}(param_dtype={torch}.{dtype}, reduce_dtype={torch}.float32)')
+    if ctx.options.cpu_offload:
+        policy = ctx.imported(FSDP, "CPUOffloadPolicy")
+        # pinned memory needs a GPU: without one the policy fails to build
+        entries.append(f'"offload_policy": {policy}(pin_memory={torch}.cuda.is_available())')
+    return ", ".join(entries)
+
+
+def _is_block(ctx: Context, blocks: Blocks, loop: str) -> str:
+    """`isinstance(submodule, (Block,))`, with a test by class name for --shard classes this run cannot see."""
+    seen = [each for each in blocks.classes if not each.by_name]
+    by_name = [each.name for each in blocks.classes if each.by_name]
+    tests: list[str] = []
+    if seen:
+        spelled = [_class_spelling(ctx, each.name, each.module) for each in seen]
+        tests.append(f"isinstance({loop}, {spelled[0]})" if len(spelled) == 1
+                     else f"isinstance({loop}, ({', '.join(spelled)}))")
+    if by_name:
+        quoted = ", ".join(f'"{name}"' for name in by_name)
+        tests.append(f"type({loop}).__name__ in ({quoted},)")
+    return " or ".join(tests)
+
+
+def _class_spelling(ctx: Context, name: str, module: str | None) -> str:
+    if module is None:
+        return name
+    if module == "torch.nn":
+        return f"{ctx.torch}.nn.{name}"
+    return ctx.imported(module, name)
+
+
+def _free_name(ctx: Context, site: ModelSite, name: str) -> str:
+    """`name`, or `name_`...: one the scope the loop goes in does not use already."""
+    used = {b.target for b in ctx.index.bindings if b.place.scope is site.scope} | set(ctx.index.imports)
+    used |= set(site.scope.params)
+    for candidate in [name, f"{name}_"] + [f"{name}_{n}" for n in range(2, 100)]:
+        if candidate not in used:
+            return candidate
+    return name
+
+
+def _report_sharding(ctx: Context, site: ModelSite, blocks: Blocks) -> None:
+    """MIG301: how the model is sharded, and why only as a whole when that is all."""
+    where = site.wrap_before or site.wrap_after
+    if blocks.classes:
+        names = ", ".join(f"`{each.name}`" for each in blocks.classes)
+        how = "named by --shard" if ctx.options.shard else "the repeated blocks found"
+        ctx.report("MIG301", f"`{site.spelling}` is sharded per {names} ({how}), then as a whole: a forward gathers one "
+                   "block's weights at a time", where)
+    elif blocks.unreadable is not None:
+        ctx.report("MIG301", f"`{site.spelling}` is sharded as one unit: {blocks.unreadable}, so its repeated blocks "
+                   "cannot be found; every forward gathers all its weights at once (peak memory of the whole model); "
+                   "name the block class with --shard CLASS", where)
+    else:
+        ctx.report("MIG301", f"`{site.spelling}` is sharded as one unit: "
+                   f"{f'`{blocks.model_class}`' if blocks.model_class else 'it'} holds no list of repeated blocks, so "
+                   "every forward gathers all its weights at once; name a block class with --shard CLASS to shard "
+                   "it finer", where)
+
+
+def _forward_methods_code(ctx: Context, site: ModelSite, blocks: Blocks) -> str:
+    """`model.generate(...)` after the shard: FSDP2 gathers the weights only around forward();
+    `register_fsdp_forward_method` does it around this method too."""
+    index = ctx.index
+    names = aliases(index, site)
+    methods: list[str] = []
+    seen: set[str] = set()
+    for use in index.attributes:
+        attribute = use.node.attr.value
+        if (not use.called or attribute in MODULE_METHODS or attribute.startswith("_") or attribute in seen
+                or (use.owner, use.place.scope.name) not in names or not is_after(index, use.place.stmt, site)):
+            continue
+        seen.add(attribute)
+        if attribute in blocks.methods:
+            methods.append(attribute)
+        elif blocks.model_class is None or blocks.unreadable is not None:
+            ctx.report("MIG302", f"`{ctx.code(use.node)}(...)` is called on the sharded model, and its class cannot be "
+                       "read here: if it is a method that runs the model's layers outside forward(), add "
+                       f'`register_fsdp_forward_method({site.spelling}, "{attribute}")` after the fully_shard calls, '
+                       "or its weights are read as shards", use.node)
+        else:
+            ctx.report("MIG302", f"`{ctx.code(use.node)}(...)` runs a part of the sharded model directly, outside its "
+                       "forward(): FSDP2 gathers the weights only around forward(), so this reads shards; call it "
+                       f"inside a method of `{blocks.model_class}` and register that method with "
+                       "register_fsdp_forward_method, or shard the part on its own (fully_shard it before the model)",
+                       use.node)
+    if not methods:
+        return ""
+    register = ctx.imported(FSDP, "register_fsdp_forward_method")
+    return "".join(f'{register}({site.spelling}, "{method}")  # gathers the weights around it, as around forward()\n'
+                   for method in methods)

@@ -1,0 +1,38 @@
+"""Where a framework that shards the weights (DeepSpeed ZeRO-3, FSDP) gathers them for saving:
+on every rank, above the statement that reads them and above any `with open(...)` holding it
+(rank 0 alone writes that file), and never under a condition on this rank's own batches.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from migrate.analysis.divergence import per_rank_condition
+from migrate.analysis.sites import ModelSite
+from migrate.steps.base import Context
+
+
+def outside_open_files(ctx: Context, stmt: cst.BaseStatement) -> cst.BaseStatement:
+    """The statement a gather goes above: `stmt`, or the outermost `with open(...)` holding it
+    (a file written there is written on rank 0 only, and every rank must gather)."""
+    anchor = stmt
+    for around in ctx.index.enclosing_statements(stmt):
+        if isinstance(around, cst.With) and any(
+            isinstance(item.item, cst.Call) and ctx.code(item.item.func) == "open" for item in around.items
+        ):
+            anchor = around
+    return anchor
+
+
+def report_gather_on_some_ranks(ctx: Context, anchor: cst.BaseStatement, site: ModelSite, sharding: str) -> None:
+    """MIG121 when the gather runs under a condition on this rank's own batches (`if total <
+    best:` with `total` summed from its losses): where `sharding` ("ZeRO-3", "FSDP") shards the
+    weights every rank must gather."""
+    condition = per_rank_condition(ctx.sites, anchor)
+    if condition is None:
+        return
+    test = ctx.code(condition.test)
+    ctx.report("MIG121", f"the gather of `{site.spelling}`'s weights for saving runs only when `{test}` (line "
+               f"{ctx.position(condition)[0]}) holds, and that reads a value of this rank's own batches: under {sharding} "
+               "every rank must take part in the gather, so ranks that skip it leave the others waiting; test a value "
+               "every rank shares (all-reduce it first), or decide on rank 0 and broadcast the decision", anchor)

@@ -1,0 +1,116 @@
+"""FSDP2 + torchrun: process group and data sharding as for DDP; each repeated block of the model
+and then the model itself sharded with `fully_shard` before the optimizer is built; checkpoints
+gathered on every rank into plain full state dicts that rank 0 writes, and plain checkpoints
+loaded into the sharded model; `set_requires_gradient_sync` for gradient accumulation; optional
+mixed precision and CPU offload policies. Artifact: a torchrun launch script.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Annotated, Optional
+
+import typer
+
+from migrate.model import Options, Severity
+from migrate.options import OptionProblem
+from migrate.targets.base import Conversion, Target
+from migrate.targets.ddp import TORCHRUN, KeepGlobalBatch, Nproc, ScaleLr, torchrun_launcher
+
+PRECISIONS = ("none", "bf16", "fp16")
+
+
+def conversion() -> Conversion:
+    from migrate.steps.distributed_sampler import distributed_sampler
+    from migrate.steps.fsdp_accumulation import fsdp_accumulation
+    from migrate.steps.fsdp_scaler import fsdp_scaler
+    from migrate.steps.fsdp_shard import fsdp_shard
+    from migrate.steps.fsdp_state_dicts import fsdp_state_dicts
+    from migrate.steps.init_process_group import setup, teardown
+    from migrate.steps.load_map_location import load_map_location
+    from migrate.steps.local_rank_device import local_rank_device
+    from migrate.steps.rank_divergence import rank_divergence
+    from migrate.steps.rank_zero import rank_zero
+    from migrate.steps.same_split import same_split
+    from migrate.steps.scale_lr import scale_lr
+    from migrate.steps.scheduler_checks import plateau_metric
+    from migrate.steps.shared_files import shared_files
+    from migrate.steps.trained_models import refuse_unwrappable
+    from migrate.steps.wrap_model import Wrapper
+
+    steps = (
+        refuse_unwrappable,
+        setup,
+        local_rank_device,
+        fsdp_shard,
+        rank_divergence,
+        distributed_sampler,
+        same_split,
+        fsdp_accumulation,
+        fsdp_scaler,
+        fsdp_state_dicts,
+        rank_zero,
+        shared_files,
+        plateau_metric,
+        load_map_location,
+        scale_lr,
+        teardown,
+    )
+    # fully_shard keeps the user's class: nothing goes through `.module`
+    return Conversion(steps=steps, artifacts=functools.partial(torchrun_launcher, target="fsdp"), runtime=TORCHRUN,
+                      wrapper=Wrapper(code=None, through_module=False))
+
+
+def check_options(options: Options) -> list[OptionProblem]:
+    found: list[OptionProblem] = []
+    if options.mixed_precision not in PRECISIONS:
+        found.append(OptionProblem("--mixed-precision", f"{options.mixed_precision!r}: choose none, bf16 or fp16"))
+    for name in options.shard:
+        if not name.isidentifier():
+            found.append(OptionProblem("--shard", f"{name[:60]!r} is not a class name"))
+    return found
+
+
+MixedPrecision = Annotated[str, typer.Option("--mixed-precision", metavar="none|bf16|fp16", help="Compute in bf16 or fp16 (FSDP2's MixedPrecisionPolicy; weights stay fp32 and gradients are reduced in fp32).")]
+CpuOffload = Annotated[bool, typer.Option("--cpu-offload", help="Keep the sharded weights, gradients and optimizer state in CPU memory (FSDP2's CPUOffloadPolicy); the optimizer step runs on the CPU.")]
+Shard = Annotated[Optional[str], typer.Option("--shard", metavar="CLASS,...", help="Shard the instances of these classes one by one, then the model (default: the repeated blocks found in the model's class). Example: --shard DecoderLayer")]
+
+
+def command_options(nproc_per_node: Nproc = "auto", keep_global_batch: KeepGlobalBatch = False, scale_lr: ScaleLr = False,
+                    mixed_precision: MixedPrecision = "none", cpu_offload: CpuOffload = False, shard: Shard = None) -> Options:
+    classes = tuple(name.strip() for name in shard.split(",") if name.strip()) if shard else ()
+    return Options(nproc_per_node=nproc_per_node, keep_global_batch=keep_global_batch, scale_lr=scale_lr,
+                   mixed_precision=mixed_precision, cpu_offload=cpu_offload, shard=classes)
+
+
+FSDP = Target(
+    name="fsdp",
+    framework="FSDP",
+    summary="FSDP2 (fully_shard), launched by torchrun.",
+    description=(
+        "Adds process-group setup and a DistributedSampler as to-ddp does; shards each repeated block of\n"
+        "the model (a ModuleList or Sequential of one class, torch's Transformer layers; --shard names\n"
+        "them), then the model, with fully_shard before the optimizer is built; gathers checkpoints on\n"
+        "every rank into plain full state dicts that rank 0 writes (they load into the original script)\n"
+        "and loads plain checkpoints into the sharded model; set_requires_gradient_sync for gradient\n"
+        "accumulation; writes run_<script>_fsdp.sh."
+    ),
+    example="migrate to-fsdp --mixed-precision bf16 train.py > fsdp.patch",
+    conversion=conversion,
+    command_options=command_options,
+    uses=frozenset({"nproc_per_node", "keep_global_batch", "scale_lr", "mixed_precision", "cpu_offload", "shard"}),
+    check_options=check_options,
+    markers={
+        "torch.distributed.fsdp.fully_shard": "FSDP",
+        "torch.distributed.fsdp.FullyShardedDataParallel": "FSDP",
+        "torch.distributed._composable.fsdp.fully_shard": "FSDP",
+    },
+    replaces=frozenset({"nn.DataParallel"}),
+    launcher="torchrun",
+    codes={
+        "MIG301": (Severity.NOTE, "FSDP: how the model is sharded (per repeated block, or as one unit and why)"),
+        "MIG302": (Severity.WARNING, "FSDP: the script runs the model's layers outside forward(), where FSDP2 does not gather the weights"),
+        "MIG303": (Severity.WARNING, "FSDP: the script pickles the sharded module or reads optimizer state where the model cannot be named"),
+        "MIG304": (Severity.WARNING, "FSDP: loss scaling: a GradScaler becomes ShardedGradScaler, or fp16 runs without one"),
+    },
+)
