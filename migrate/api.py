@@ -31,7 +31,7 @@ T = TypeVar("T")
 PREFILTER_WORDS = ("backward",)
 # Findings that describe a change to the file (setup placed, a wrapper replaced): dropped when a
 # later step refuses the file, which is then left exactly as it was.
-ONLY_WHEN_CONVERTED = frozenset({"MIG003", "MIG107", "MIG108"})
+ONLY_WHEN_CONVERTED = frozenset({"MIG003", "MIG107", "MIG108", "MIG301", "MIG305"})
 
 
 def migrate_source(code: str, target: str, options: Options | None = None, path: str = "train.py") -> FileResult:
@@ -60,10 +60,12 @@ def migrate_source(code: str, target: str, options: Options | None = None, path:
     sites = analyze(module)
     if not sites.backward_calls:
         return _skipped(path, code, "MIG002", _no_backward_message(sites.index.imports))
-    left_alone = spec.already(frameworks_called(sites.index, framework_markers()))
+    frameworks = frameworks_called(sites.index, framework_markers())
+    swapped = spec.swapped(frameworks)
+    left_alone = None if swapped else spec.already(frameworks)
     if left_alone is not None:
         return _skipped(path, code, "MIG001", left_alone)
-    conversion = spec.conversion()
+    conversion = spec.swap() if swapped and spec.swap is not None else spec.conversion()
     if conversion.runtime is not None:  # setup must run where training starts, before what it builds
         if sites.entry is not None and sites.entry.library:
             return FileResult(path=path, old=code, new=code, findings=(_library_finding(sites, code),), skipped=True)

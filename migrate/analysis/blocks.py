@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from migrate.analysis.index import ScriptIndex, descendants, spell
-from migrate.analysis.models import home_binding
 from migrate.analysis.sites import ModelSite
+from migrate.analysis.upstream import model_class_call
 
 LIST_CONTAINERS = ("torch.nn.ModuleList", "torch.nn.Sequential")
 TORCH_STACKS = {  # torch's own stacks of layers: the layer class each repeats
@@ -70,6 +70,7 @@ class Blocks:
     model_class: str | None = None  # the model's class as the script spells it
     unreadable: str | None = None  # why the model's class could not be read (then only the root is sharded)
     methods: frozenset[str] = frozenset()  # the methods the model's class (and its bases this run reads) defines
+    parts: frozenset[str] = frozenset()  # its attributes built by a call (`self.encoder = Encoder()`): submodules
 
 
 def model_blocks(index: ScriptIndex, site: ModelSite, script_path: str, named: tuple[str, ...] = ()) -> Blocks:
@@ -77,7 +78,7 @@ def model_blocks(index: ScriptIndex, site: ModelSite, script_path: str, named: t
     script = SourceFile(None, dict(index.classes), dict(index.imports), script_path)
     folder = os.path.dirname(os.path.abspath(script_path))
     reader = _Reader(folder)
-    built = _built_call(index, site)
+    built = model_class_call(index, site)
     found = Blocks()
     if built is None:
         found.unreadable = f"`{site.spelling}` is not built by a call this file shows"
@@ -96,6 +97,7 @@ def model_blocks(index: ScriptIndex, site: ModelSite, script_path: str, named: t
             cls, source = located
             found.classes = _search(cls, source, reader, set(), 0)
             found.methods = _methods(cls, source, reader, 0)
+            found.parts = _parts(cls)
     return _named(found, named, script, reader)
 
 
@@ -114,15 +116,6 @@ def _named(found: Blocks, named: tuple[str, ...], script: SourceFile, reader: _R
             classes.append(BlockClass(name, source.module) if source is not None else BlockClass(name, None, by_name=True))
     found.classes = classes
     return found
-
-
-def _built_call(index: ScriptIndex, site: ModelSite) -> cst.Call | None:
-    """`Net(...)` in `model = Net(...).to(device)`."""
-    binding = home_binding(index, site.spelling, site.scope)
-    value = binding.value if binding is not None else None
-    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and isinstance(value.func.value, cst.Call):
-        value = value.func.value  # `.to(device)`, `.cuda()`, `.train()`
-    return value if isinstance(value, cst.Call) else None
 
 
 def _search(cls: cst.ClassDef, source: SourceFile, reader: _Reader, seen: set[str], depth: int) -> list[BlockClass]:
@@ -158,6 +151,18 @@ def _methods(cls: cst.ClassDef, source: SourceFile, reader: _Reader, depth: int)
         if located is not None:
             own |= _methods(*located, reader, depth + 1)
     return frozenset(own)
+
+
+def _parts(cls: cst.ClassDef) -> frozenset[str]:
+    """`encoder` for `self.encoder = nn.Sequential(...)` in any method of the class."""
+    found: set[str] = set()
+    for node in descendants(cls):
+        if isinstance(node, cst.Assign) and isinstance(node.value, cst.Call):
+            for target in node.targets:
+                dotted = spell(target.target) or ""
+                if dotted.startswith("self.") and dotted.count(".") == 1:
+                    found.add(dotted.removeprefix("self."))
+    return frozenset(found)
 
 
 def _list_items(call: cst.Call, source: SourceFile, reader: _Reader) -> list[BlockClass]:

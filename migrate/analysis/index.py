@@ -447,7 +447,8 @@ class _Indexer(cst.CSTVisitor):
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
         owner = spell(node.value)
-        if owner is not None and owner.count(".") <= 1:
+        # `model.x`, `self.model.x`, and through a wrapper's `.module`: `self.model.module.x`
+        if owner is not None and (owner.count(".") <= 1 or owner.count(".") == 2 and owner.endswith(".module")):
             self.index.attributes.append(AttributeUse(node, owner, id(node) in self.call_funcs, self._place()))
 
 

@@ -14,13 +14,15 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from migrate.analysis.index import Scope, ScriptIndex, spell
+from migrate.analysis.index import Binding, Scope, ScriptIndex, spell
 from migrate.analysis.models import home_binding
 from migrate.analysis.sites import ModelSite
 from migrate.analysis.trained import calls_of
 from migrate.analysis.training import argument
 
 MOVES = frozenset({"to", "cuda", "cpu", "train", "eval", "float", "double", "half", "bfloat16"})
+WRAPPERS = ("torch.nn.parallel.DistributedDataParallel", "torch.nn.parallel.distributed.DistributedDataParallel",
+            "torch.nn.DataParallel", "torch.nn.parallel.DataParallel")
 DEPTH = 6
 
 
@@ -46,11 +48,52 @@ def upstream(index: ScriptIndex, site: ModelSite) -> list[Upstream]:
     return chain
 
 
+def construction(index: ScriptIndex, spelling: str, scope: Scope) -> Binding | None:
+    """The binding that builds or places the model, not one that wraps it (`model = DDP(model)`)."""
+    binding = home_binding(index, spelling, scope)
+    if binding is not None and _wraps(index, binding.value):
+        candidates = (index.bindings_of_in_class(spelling, scope.class_name) if spelling.startswith("self.")
+                      else index.bindings_of_in(spelling, scope))
+        earlier = [b for b in candidates if b is not binding and not _wraps(index, b.value)]
+        binding = earlier[-1] if earlier else None
+    return binding
+
+
+def _wraps(index: ScriptIndex, value: cst.BaseExpression | None) -> bool:
+    return isinstance(value, cst.Call) and (index.qualify(value.func) or "") in WRAPPERS
+
+
+def model_class_call(index: ScriptIndex, site: ModelSite) -> cst.Call | None:
+    """`Net(...)` that builds the model: in `model = Net(...).to(device)` at the site, or where
+    the model comes from (`self.model = model.to(gpu_id)`: the caller's `model = Net()`)."""
+    places = [(site.spelling, site.scope)] + [(link.spelling, link.scope) for link in upstream(index, site)]
+    for spelling, scope in places:
+        binding = construction(index, spelling, scope)
+        earlier = [b for b in index.bindings_of_in(spelling, scope) if not _wraps(index, b.value)]
+        while binding is not None:
+            value = _unmoved(binding.value)
+            if isinstance(value, cst.Call):
+                return value
+            if spell(value) != spelling:  # handed in (a parameter), or another name: look where it comes from
+                break
+            # `model = model.to(device)`: the binding before it
+            before = earlier[: earlier.index(binding)] if binding in earlier else []
+            binding = before[-1] if before else None
+    return None
+
+
+def _unmoved(value: cst.BaseExpression | None) -> cst.BaseExpression | None:
+    """`Net()` for `Net().to(device).train()`, `model` for `model.to(device)`."""
+    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in MOVES:
+        value = value.func.value
+    return value
+
+
 def _plain(index: ScriptIndex, spelling: str, scope: Scope) -> tuple[str, Scope]:
     """`self.model`, bound in `__init__` to `model.to(gpu_id)`: the parameter `model` of `__init__`."""
     if not spelling.startswith("self."):
         return spelling, scope
-    binding = home_binding(index, spelling, scope)
+    binding = construction(index, spelling, scope)
     value = binding.value if binding is not None else None
     while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in MOVES:
         value = value.func.value

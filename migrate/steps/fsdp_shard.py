@@ -41,15 +41,21 @@ def fsdp_shard(ctx: Context) -> None:
         return
     for site in ctx.sites.models:
         remove_data_parallel(ctx, site)
-        moved = _above_its_optimizer(ctx, site)
-        blocks = model_blocks(ctx.index, site, ctx.path, ctx.options.shard)
-        new = statements(_shard_code(ctx, site, blocks, moved) + _forward_methods_code(ctx, site, blocks))
-        if site.wrap_before is not None:
-            ctx.plan.insert_before(site.wrap_before, new)
-        else:
-            assert site.wrap_after is not None
-            ctx.plan.insert_after(site.wrap_after, new)
-        _report_sharding(ctx, site, blocks)
+        shard(ctx, site)
+
+
+def shard(ctx: Context, site: ModelSite) -> None:
+    """The fully_shard calls for one model: where DDP would wrap it, or above its optimizer."""
+    moved = _above_its_optimizer(ctx, site)
+    blocks = model_blocks(ctx.index, site, ctx.path, ctx.options.shard)
+    methods, parts = _called_outside_forward(ctx, site, blocks)
+    new = statements(_shard_code(ctx, site, blocks, moved, parts) + _registrations(ctx, site, methods))
+    if site.wrap_before is not None:
+        ctx.plan.insert_before(site.wrap_before, new)
+    else:
+        assert site.wrap_after is not None
+        ctx.plan.insert_after(site.wrap_after, new)
+    _report_sharding(ctx, site, blocks)
 
 
 def _above_its_optimizer(ctx: Context, site: ModelSite) -> cst.BaseStatement | None:
@@ -115,7 +121,7 @@ def _names_in(node: cst.CSTNode) -> list[cst.Name]:
     return found
 
 
-def _shard_code(ctx: Context, site: ModelSite, blocks: Blocks, moved: cst.BaseStatement | None) -> str:
+def _shard_code(ctx: Context, site: ModelSite, blocks: Blocks, moved: cst.BaseStatement | None, parts: list[str]) -> str:
     fully_shard = ctx.imported(FSDP, "fully_shard")
     model = site.spelling
     settings = _settings(ctx, site)
@@ -132,6 +138,8 @@ def _shard_code(ctx: Context, site: ModelSite, blocks: Blocks, moved: cst.BaseSt
             f"    if {_is_block(ctx, blocks, loop)}:",
             f"        {fully_shard}({loop}{extra})",
         ]
+    for part in parts:  # its own unit: its hooks gather its weights when the script calls it directly
+        lines.append(f"{fully_shard}({model}.{part}{extra})  # called directly, not only through {model}'s forward")
     lines.append(f"{fully_shard}({model}{extra})")
     return "\n".join(lines) + "\n"
 
@@ -203,12 +211,15 @@ def _report_sharding(ctx: Context, site: ModelSite, blocks: Blocks) -> None:
                    "it finer", where)
 
 
-def _forward_methods_code(ctx: Context, site: ModelSite, blocks: Blocks) -> str:
-    """`model.generate(...)` after the shard: FSDP2 gathers the weights only around forward();
-    `register_fsdp_forward_method` does it around this method too."""
+def _called_outside_forward(ctx: Context, site: ModelSite, blocks: Blocks) -> tuple[list[str], list[str]]:
+    """What the script calls on the model after the shard besides forward(): methods of its class
+    (registered with `register_fsdp_forward_method`, which gathers the weights around them) and
+    submodules called directly (`model.encoder(x)`: sharded on their own, so their own hooks gather
+    their weights). Anything else, on a class this run cannot read, is reported (MIG302)."""
     index = ctx.index
     names = aliases(index, site)
     methods: list[str] = []
+    parts: list[str] = []
     seen: set[str] = set()
     for use in index.attributes:
         attribute = use.node.attr.value
@@ -218,17 +229,18 @@ def _forward_methods_code(ctx: Context, site: ModelSite, blocks: Blocks) -> str:
         seen.add(attribute)
         if attribute in blocks.methods:
             methods.append(attribute)
-        elif blocks.model_class is None or blocks.unreadable is not None:
-            ctx.report("MIG302", f"`{ctx.code(use.node)}(...)` is called on the sharded model, and its class cannot be "
-                       "read here: if it is a method that runs the model's layers outside forward(), add "
-                       f'`register_fsdp_forward_method({site.spelling}, "{attribute}")` after the fully_shard calls, '
-                       "or its weights are read as shards", use.node)
+        elif attribute in blocks.parts:
+            parts.append(attribute)
         else:
-            ctx.report("MIG302", f"`{ctx.code(use.node)}(...)` runs a part of the sharded model directly, outside its "
-                       "forward(): FSDP2 gathers the weights only around forward(), so this reads shards; call it "
-                       f"inside a method of `{blocks.model_class}` and register that method with "
-                       "register_fsdp_forward_method, or shard the part on its own (fully_shard it before the model)",
-                       use.node)
+            ctx.report("MIG302", f"`{ctx.code(use.node)}(...)` is called on the sharded model, and its class cannot be "
+                       "read here: if it runs the model's layers outside forward(), add "
+                       f'`register_fsdp_forward_method({site.spelling}, "{attribute}")` (a method) or '
+                       f"`fully_shard({site.spelling}.{attribute})` (a submodule) before `fully_shard({site.spelling})`, "
+                       "or its weights are read as shards", use.node)
+    return methods, parts
+
+
+def _registrations(ctx: Context, site: ModelSite, methods: list[str]) -> str:
     if not methods:
         return ""
     register = ctx.imported(FSDP, "register_fsdp_forward_method")

@@ -11,8 +11,8 @@ After `fully_shard` each rank holds a shard of every weight (a DTensor), so:
   `optimizer.load_state_dict(sd)` `set_optimizer_state_dict(model, optimizer, sd, ...)`, with
   `broadcast_from_rank0=True`: rank 0's copy is sent to every rank, which then keeps its shard.
   That loads a file every rank read as well as weights only rank 0 gathered (`best = model.state_dict()`).
-- `torch.save(model)` pickles the sharded module, which cannot be loaded without the same process
-  group: reported (MIG303).
+- `torch.save(model)` cannot pickle the sharded module (torch 2.13: "Can't pickle <class
+  FSDPNet>"): the file is left unchanged (MIG303).
 
 Measured on torch 2.13 (CPU, gloo, 2 ranks): the saved weights equal a 1-process run's, load
 strictly into the original model, and a resume from model and optimizer state continues exactly.
@@ -27,7 +27,7 @@ from migrate.analysis.models import aliases, is_after
 from migrate.analysis.sites import ModelSite
 from migrate.analysis.state_dicts import model_state_dicts
 from migrate.steps.base import Context, expression, statement
-from migrate.steps.gathers import outside_open_files, report_gather_on_some_ranks
+from migrate.steps.gathers import outside_open_files, outside_rank_guards, report_gather_on_some_ranks
 from migrate.steps.wrap_model import saved_module
 
 CHECKPOINT = "torch.distributed.checkpoint.state_dict"
@@ -37,9 +37,12 @@ SCATTER = "full_state_dict=True, broadcast_from_rank0=True"
 
 def fsdp_state_dicts(ctx: Context) -> None:
     for site in ctx.sites.models:
+        if _refuse_pickled(ctx, site):
+            ctx.refused = True
+            return
+    for site in ctx.sites.models:
         _gather_model(ctx, site)
         _load_model(ctx, site)
-        _report_pickled(ctx, site)
     _optimizers(ctx)
 
 
@@ -58,7 +61,8 @@ def _gather_model(ctx: Context, site: ModelSite) -> None:
 
 
 def _insert_gather(ctx: Context, stmt: cst.BaseStatement, gather: cst.BaseStatement, site: ModelSite) -> None:
-    anchor = outside_open_files(ctx, stmt)
+    anchor = outside_open_files(ctx, outside_rank_guards(ctx, stmt))
+    anchor = outside_rank_guards(ctx, anchor)
     report_gather_on_some_ranks(ctx, anchor, site, "FSDP")
     ctx.plan.insert_above(anchor, gather)
 
@@ -94,15 +98,20 @@ def _call(ctx: Context, use: AttributeUse) -> cst.Call | None:
     return next((c for c in ctx.index.calls_under(use.place.stmt) if c.func is use.node), None)
 
 
-def _report_pickled(ctx: Context, site: ModelSite) -> None:
+def _refuse_pickled(ctx: Context, site: ModelSite) -> bool:
+    """MIG303, file left unchanged: `torch.save(model)` after the shard fails (torch 2.13 cannot
+    pickle the class fully_shard makes), so the converted script would crash there."""
     names = aliases(ctx.index, site)
     for call in ctx.index.calls_named("torch.save"):
         first = saved_module(call.node.args[0].value) if call.node.args else None
         spelled = ctx.code(first) if first is not None else None
         if (spelled, call.place.scope.name) in names and is_after(ctx.index, call.place.stmt, site):
-            ctx.report("MIG303", f"`{ctx.code(call.node)}` pickles the sharded module: each rank holds only its "
-                       "shards, and the file cannot be loaded without the same process group; save "
-                       f"`{spelled}.state_dict()` instead (gathered for rank 0)", call.node)
+            ctx.report("MIG303", f"`{ctx.code(call.node)}` pickles the whole module, and a sharded one cannot be "
+                       "pickled (fully_shard gives it a class of its own); save "
+                       f"`{spelled}.state_dict()` instead (gathered for rank 0), then convert again; the file is left "
+                       "unchanged", call.node)
+            return True
+    return False
 
 
 def _optimizers(ctx: Context) -> None:

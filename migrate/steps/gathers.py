@@ -24,6 +24,22 @@ def outside_open_files(ctx: Context, stmt: cst.BaseStatement) -> cst.BaseStateme
     return anchor
 
 
+def outside_rank_guards(ctx: Context, stmt: cst.BaseStatement) -> cst.BaseStatement:
+    """`stmt`, or the outermost `if` around it that tests this process's rank (`if rank == 0:`,
+    `if dist.get_rank() == 0:`, `if args.local_rank in (-1, 0):`): a script already distributed
+    saves under its own guard, and a gather there would wait for ranks that never come."""
+    anchor = stmt
+    for around in ctx.index.enclosing_statements(stmt):
+        if isinstance(around, cst.If) and _tests_rank(ctx.code(around.test)):
+            anchor = around
+    return anchor
+
+
+def _tests_rank(test: str) -> bool:
+    lowered = test.lower()
+    return any(word in lowered for word in ("rank", "is_main", "main_process", "master"))
+
+
 def report_gather_on_some_ranks(ctx: Context, anchor: cst.BaseStatement, site: ModelSite, sharding: str) -> None:
     """MIG121 when the gather runs under a condition on this rank's own batches (`if total <
     best:` with `total` summed from its losses): where `sharding` ("ZeRO-3", "FSDP") shards the

@@ -27,7 +27,7 @@ def report_syncing_micro_steps(ctx: Context) -> None:
 
 def _builder(ctx: Context, accumulation: Accumulation):  # type: ignore[no-untyped-def]
     contextlib = ctx.module_name("contextlib")
-    skip_sync = _negated(ctx, accumulation.condition)
+    skip_sync = negated(ctx, accumulation.condition)
     item = expression(f"{accumulation.model}.no_sync() if {skip_sync} else {contextlib}.nullcontext()")
 
     def build(run: list[cst.BaseStatement]) -> cst.BaseCompoundStatement:
@@ -36,10 +36,13 @@ def _builder(ctx: Context, accumulation: Accumulation):  # type: ignore[no-untyp
     return build
 
 
-def _negated(ctx: Context, condition: cst.BaseExpression) -> str:
-    """`a % n == 0` -> `a % n != 0`; anything else -> `not (...)`."""
+def negated(ctx: Context, condition: cst.BaseExpression) -> str:
+    """`a % n == 0` <-> `a % n != 0`, `not x` -> `x`; anything else -> `not (...)`."""
     if isinstance(condition, cst.Comparison) and len(condition.comparisons) == 1:
         target = condition.comparisons[0]
-        if isinstance(target.operator, cst.Equal):
-            return ctx.code(condition.with_changes(comparisons=[target.with_changes(operator=cst.NotEqual())]))
+        flipped = {cst.Equal: cst.NotEqual, cst.NotEqual: cst.Equal}.get(type(target.operator))
+        if flipped is not None:
+            return ctx.code(condition.with_changes(comparisons=[target.with_changes(operator=flipped())]))
+    if isinstance(condition, cst.UnaryOperation) and isinstance(condition.operator, cst.Not):
+        return ctx.code(condition.expression)
     return f"not ({ctx.code(condition)})"

@@ -203,6 +203,8 @@ def collective_call(ctx: Context, node: cst.CSTNode) -> cst.Call | None:
         serializes = (index.qualify(inner.func) or "") in SAVES  # `torch.save(model, path)` pickles it: no forward
         if name in models or (any(spell(a.value) in models for a in inner.args) and not _only_reads(name) and not serializes):
             return inner
+        if _gathering_method(ctx, name, models):
+            return inner
         if (index.qualify(inner.func) or "").startswith("torch.distributed."):
             return inner
         scope = index.functions.get(name)
@@ -211,6 +213,20 @@ def collective_call(ctx: Context, node: cst.CSTNode) -> cst.Call | None:
         if scope is not None and _mentions(ctx, scope.node, models):
             return inner
     return None
+
+
+# Methods of a module that run no forward: everything else called on a model that keeps its class
+# when sharded (FSDP2: `model.generate(...)`, registered to gather the weights) may gather.
+NO_FORWARD = frozenset({"parameters", "named_parameters", "buffers", "named_buffers", "children", "named_children",
+                        "modules", "named_modules", "train", "eval", "state_dict", "zero_grad", "to", "cpu", "cuda",
+                        "extra_repr", "requires_grad_", "apply", "register_forward_hook", "register_forward_pre_hook"})
+
+
+def _gathering_method(ctx: Context, name: str, models: set[str]) -> bool:
+    """`model.generate(...)` where the wrapper keeps the model's class (no `.module` to go around it)."""
+    owner, _, method = name.rpartition(".")
+    keeps_class = ctx.wrapper is not None and not ctx.wrapper.through_module
+    return keeps_class and owner in models and method not in NO_FORWARD
 
 
 # Handed a model, these only read or format it (`print(model)` shows its layers): no forward runs.

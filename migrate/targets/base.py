@@ -58,6 +58,16 @@ class Target:
     settle: Settle | None = None
     codes: Mapping[str, tuple[Severity, str]] = field(default_factory=dict)  # finding codes only this target reports
     available: bool = True
+    # a script on one of these frameworks (and no other) is moved to this target by `swap`, a
+    # conversion that keeps what the script has in common with the target (FSDP: from DDP)
+    swaps: frozenset[str] = frozenset()
+    swap: Callable[[], Conversion] | None = None
+
+    def swapped(self, frameworks: list[str]) -> bool:
+        """Whether `swap` converts a script that calls these frameworks."""
+        kept = [f for f in frameworks if f not in self.replaces]
+        return self.swap is not None and bool(kept) and set(kept) <= self.swaps and any(
+            f in self.swaps - {"torch.distributed"} for f in kept)
 
     def already(self, frameworks: list[str]) -> str | None:
         """Why a script that calls these frameworks is left unchanged, or None to convert it."""

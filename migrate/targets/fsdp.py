@@ -61,6 +61,18 @@ def conversion() -> Conversion:
                       wrapper=Wrapper(code=None, through_module=False))
 
 
+def from_ddp() -> Conversion:
+    """A script already on DDP: its process group, samplers, rank guards and teardown stay."""
+    from migrate.steps.ddp_to_fsdp import ddp_to_fsdp
+    from migrate.steps.fsdp_scaler import fsdp_scaler
+    from migrate.steps.fsdp_state_dicts import fsdp_state_dicts
+    from migrate.steps.wrap_model import Wrapper
+
+    return Conversion(steps=(ddp_to_fsdp, fsdp_scaler, fsdp_state_dicts),
+                      artifacts=functools.partial(torchrun_launcher, target="fsdp"), runtime=TORCHRUN,
+                      wrapper=Wrapper(code=None, through_module=False))
+
+
 def check_options(options: Options) -> list[OptionProblem]:
     found: list[OptionProblem] = []
     if options.mixed_precision not in PRECISIONS:
@@ -106,11 +118,15 @@ FSDP = Target(
         "torch.distributed._composable.fsdp.fully_shard": "FSDP",
     },
     replaces=frozenset({"nn.DataParallel"}),
+    swaps=frozenset({"torch.distributed", "DistributedDataParallel"}),
+    swap=from_ddp,
     launcher="torchrun",
     codes={
         "MIG301": (Severity.NOTE, "FSDP: how the model is sharded (per repeated block, or as one unit and why)"),
         "MIG302": (Severity.WARNING, "FSDP: the script runs the model's layers outside forward(), where FSDP2 does not gather the weights"),
-        "MIG303": (Severity.WARNING, "FSDP: the script pickles the sharded module or reads optimizer state where the model cannot be named"),
+        "MIG303": (Severity.WARNING, "FSDP: the script pickles the model (a sharded one cannot be: left unchanged), or reads optimizer state where the model cannot be named"),
         "MIG304": (Severity.WARNING, "FSDP: loss scaling: a GradScaler becomes ShardedGradScaler, or fp16 runs without one"),
+        "MIG305": (Severity.NOTE, "FSDP: a script on DistributedDataParallel moved to fully_shard; its process group, samplers and rank guards kept"),
+        "MIG306": (Severity.WARNING, "FSDP: a DistributedDataParallel wrap the move to fully_shard cannot follow: left unchanged"),
     },
 )

@@ -240,6 +240,8 @@ def check_parameters(launch: Launch, nproc: int) -> Check:
             values = [p.get(model) for p in per_rank]
             if "partitioned" in values:
                 return Check("parameters", SKIPPED, ["parameters are partitioned across ranks (ZeRO-3)"])
+            if "sharded" in values:
+                return Check("parameters", SKIPPED, ["parameters are sharded across ranks (FSDP): each rank holds its own part"])
             if len(set(values)) > 1:
                 label = model.split(":", 1)[1]
                 return Check("parameters", FAILED, [

@@ -152,16 +152,18 @@ class Probe:
             self.loss_recorded_for = self.total + 1
             self.recorder.event("loss", step=self.total + 1, value=float(loss.detach().float()))
 
-    def save_weights(self, path: Path) -> None:
-        """The state dicts of the trained top-level models, unwrapped (for --compare)."""
+    def save_weights(self, path: Path, rank: int) -> None:
+        """The state dicts of the trained top-level models, unwrapped (for --compare), written by
+        rank 0. Every rank calls it: FSDP's sharded weights are gathered by all of them."""
         import torch
 
         weights = {}
         for i, model in enumerate(self.models):
             inner = getattr(model, "module", model)
             if isinstance(inner, torch.nn.Module) and parameter_digest(inner) not in (None, "partitioned"):
-                weights[f"{i}:{module_name(model)}"] = {k: v.detach().cpu() for k, v in inner.state_dict().items()}
-        torch.save(weights, path)
+                weights[f"{i}:{module_name(model)}"] = {k: whole(v).detach().cpu() for k, v in inner.state_dict().items()}
+        if rank == 0:
+            torch.save(weights, path)
 
 
 def module_name(module: Any) -> str:
@@ -219,7 +221,19 @@ def parameter_digest(module: Any) -> str | None:
         return None
     if any(hasattr(p, "ds_id") for p in params):
         return "partitioned"  # ZeRO-3: each rank holds its own shard
+    if any(is_sharded(p) for p in params):
+        return "sharded"  # FSDP: each rank holds its own shard
     return digest(params)
+
+
+def is_sharded(tensor: Any) -> bool:
+    """A DTensor (FSDP2's parameters and state dict entries)."""
+    return type(tensor).__name__ == "DTensor" and hasattr(tensor, "full_tensor")
+
+
+def whole(tensor: Any) -> Any:
+    """The full tensor: a DTensor's shards gathered from every rank (a collective)."""
+    return tensor.full_tensor() if is_sharded(tensor) else tensor
 
 
 def state_dicts_in(obj: Any) -> tuple[str | None, list[dict[str, Any]]]:
@@ -404,8 +418,8 @@ def main(argv: list[str] | None = None) -> None:
         recorder.event("end", outcome="error", steps=probe.total, error=text[-MAX_TEXT * 3:], where=where)
         traceback.print_exc()
         status = 1
-    if compare and rank == 0 and status == 0:
-        probe.save_weights(options.record / "weights.pt")
+    if compare and status == 0:
+        probe.save_weights(options.record / "weights.pt", rank)
     faulthandler.cancel_dump_traceback_later()
     sys.stdout.flush()
     sys.stderr.flush()

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from migrate import Options
+from migrate import Options, migrate_source
 from tests.equivalence.harness import (
     BIN,
     ROOT,
@@ -140,3 +140,19 @@ def test_mixed_precision_and_cpu_offload_train_and_save_full_weights(tmp_path: P
     # bf16 compute lands near the fp32 run, not on it
     expected = final_train_loss(reference.stdout)
     assert final_train_loss(two_ranks.stdout) == pytest.approx(expected, rel=0.05)
+
+
+@pytest.mark.parametrize("sample", ["amp_accum", "char_transformer", "trainer_class"])
+def test_a_script_already_on_ddp_moves_to_fsdp_and_trains_the_same(sample: str, tmp_path: Path) -> None:
+    """The sample's own DDP conversion, converted again by to-fsdp (the wrapper swapped, `.module`
+    gone, no_sync replaced, checkpoints gathered above its rank-0 guards), against the original."""
+    original, on_ddp = convert(sample, "ddp", tmp_path)
+    result = migrate_source(on_ddp.read_text(), "fsdp", path=str(on_ddp))
+    assert "MIG305" in {f.code for f in result.findings} and "DistributedDataParallel" not in result.new
+    on_fsdp = tmp_path / "on_fsdp.py"
+    on_fsdp.write_text(result.new)
+    reference = run_python(original, [*EPOCHS, "--batch-size", str(2 * PER_PROCESS_BATCH), "--no-shuffle"],
+                           tmp_path / "original.pt")
+    two_ranks = run_torchrun(on_fsdp, 2, [*EPOCHS, "--batch-size", str(PER_PROCESS_BATCH), "--no-shuffle"],
+                             tmp_path / "fsdp2.pt")
+    assert_same_weights(two_ranks.weights, reference.weights)

@@ -144,7 +144,7 @@ def test_an_original_that_fails_on_its_own_is_not_blamed_on_the_conversion(tmp_p
 SAMPLE = Path(__file__).parents[2] / "samples" / "mlp_regression" / "train.py"
 
 
-@pytest.mark.parametrize("target", ["ddp", "deepspeed"])
+@pytest.mark.parametrize("target", ["ddp", "deepspeed", "fsdp"])
 def test_compare_finds_a_sample_trains_like_the_original(tmp_path: Path, target: str) -> None:
     """2 ranks at batch 16 against the original at 32, shuffling off: each step's loss and the weights."""
     shutil.copy(SAMPLE, tmp_path / "train.py")
@@ -155,6 +155,8 @@ def test_compare_finds_a_sample_trains_like_the_original(tmp_path: Path, target:
     assert process.returncode == 0, json.dumps(report, indent=1)
     assert statuses(report)["compare"] == "passed"
     assert "step 3: loss" in detail(report, "compare")
+    if target == "fsdp":  # the weights compared are the shards gathered from both ranks
+        assert statuses(report)["parameters"] == "skipped" and "sharded" in detail(report, "parameters")
 
 
 def test_compare_says_why_a_batchnorm_model_differs(tmp_path: Path) -> None:

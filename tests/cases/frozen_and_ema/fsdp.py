@@ -1,0 +1,94 @@
+import argparse
+import copy
+import os
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.utils.data import DataLoader, TensorDataset
+import torch.distributed as dist
+from torch.distributed.fsdp import fully_shard
+from torch.utils.data.distributed import DistributedSampler
+from torch.distributed.checkpoint.state_dict import get_model_state_dict, StateDictOptions
+
+
+class AutoEncoder(nn.Module):
+    def __init__(self, dim=32, code=4):
+        super().__init__()
+        self.encoder = nn.Sequential(nn.Linear(dim, 16), nn.ReLU(), nn.Linear(16, code))
+        self.decoder = nn.Sequential(nn.Linear(code, 16), nn.ReLU(), nn.Linear(16, dim))
+
+    def forward(self, x):
+        return self.decoder(self.encoder(x))
+
+
+def feature_extractor(dim=32):
+    """Stands in for a pretrained network (a VGG's first blocks) used for a perceptual loss."""
+    torch.manual_seed(1234)
+    return nn.Sequential(nn.Linear(dim, 64), nn.Tanh(), nn.Linear(64, 64))
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--ema-decay", type=float, default=0.99)
+    parser.add_argument("--perceptual-weight", type=float, default=0.1)
+    args = parser.parse_args()
+
+    # torchrun sets these; plain `python train.py` runs as a single process (port 0: any free one)
+    for key, value in dict(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT="0").items():
+        os.environ.setdefault(key, value)
+    local_rank = int(os.environ["LOCAL_RANK"])
+    if torch.cuda.is_available():
+        torch.cuda.set_device(local_rank)
+    dist.init_process_group("cpu:gloo,cuda:nccl" if torch.cuda.is_available() else "gloo")
+
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    torch.manual_seed(0)
+    data = torch.randn(640, 32)
+    train_dataset = TensorDataset(data)
+    loader = DataLoader(train_dataset, batch_size=args.batch_size, sampler=DistributedSampler(train_dataset, shuffle=True))
+    val_x = torch.randn(64, 32).to(device)
+
+    # a frozen network: called in every step, but no optimizer holds its parameters
+    vgg = feature_extractor().to(device).eval()
+    for p in vgg.parameters():
+        p.requires_grad = False
+
+    model = AutoEncoder().to(device)
+    fully_shard(model)
+    ema_model = copy.deepcopy(model).eval().requires_grad_(False)
+    optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
+
+    for epoch in range(args.epochs):
+        loader.sampler.set_epoch(epoch)
+        model.train()
+        for (x,) in loader:
+            x = x.to(device)
+            recon = model(x)
+            perceptual = F.mse_loss(vgg(recon), vgg(x))
+            loss = F.mse_loss(recon, x) + args.perceptual_weight * perceptual
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            with torch.no_grad():
+                for ema_p, p in zip(ema_model.parameters(), model.parameters()):
+                    ema_p.mul_(args.ema_decay).add_(p, alpha=1 - args.ema_decay)
+
+        with torch.no_grad():
+            val_loss = F.mse_loss(ema_model(val_x), val_x)
+        if dist.get_rank() == 0:
+            print(f"epoch {epoch}: train {loss.item():.4f} ema val {val_loss.item():.4f}")
+
+    model_state = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))  # every rank gathers; rank 0 gets the full weights
+    if dist.get_rank() == 0:
+        torch.save(model_state, "autoencoder.pt")
+        torch.save(ema_model.state_dict(), "autoencoder_ema.pt")
+    dist.barrier()  # no rank exits while rank 0 still writes its files
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,75 @@
+import argparse
+import os
+
+import torch
+import torch.nn as nn
+from torch.utils.data import DataLoader, TensorDataset
+import torch.distributed as dist
+from torch.distributed.fsdp import fully_shard
+from torch.utils.data.distributed import DistributedSampler
+from torch.distributed.checkpoint.state_dict import get_model_state_dict, StateDictOptions
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--epochs", type=int, default=6)
+    parser.add_argument("--micro-batch-size", type=int, default=16)
+    parser.add_argument("--accum-steps", type=int, default=4)
+    parser.add_argument("--lr", type=float, default=1e-3)
+    args = parser.parse_args()
+
+    # torchrun sets these; plain `python train.py` runs as a single process (port 0: any free one)
+    for key, value in dict(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT="0").items():
+        os.environ.setdefault(key, value)
+    local_rank = int(os.environ["LOCAL_RANK"])
+    if torch.cuda.is_available():
+        torch.cuda.set_device(local_rank)
+    dist.init_process_group("cpu:gloo,cuda:nccl" if torch.cuda.is_available() else "gloo")
+
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    accum_steps = args.accum_steps  # effective batch = micro_batch_size * accum_steps
+
+    features = torch.randn(6400, 100)
+    targets = torch.randint(0, 3, (6400,))
+    train_dataset = TensorDataset(features, targets)
+    train_loader = DataLoader(train_dataset, batch_size=args.micro_batch_size, sampler=DistributedSampler(train_dataset, shuffle=True))
+
+    model = nn.Sequential(
+        nn.Linear(100, 256),
+        nn.ReLU(),
+        nn.Linear(256, 3),
+    ).to(device)
+    fully_shard(model)
+    optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
+    criterion = nn.CrossEntropyLoss()
+
+    for epoch in range(args.epochs):
+        train_loader.sampler.set_epoch(epoch)
+        model.train()
+        optimizer.zero_grad()
+        running = 0.0
+        for i, (x, y) in enumerate(train_loader):
+            x, y = x.to(device), y.to(device)
+            model.set_requires_gradient_sync((i + 1) % accum_steps == 0)  # reduce gradients only on the micro-step that steps
+
+            loss = criterion(model(x), y)
+            loss = loss / accum_steps
+            loss.backward()
+            running += loss.item()
+
+            if (i + 1) % accum_steps == 0:
+                optimizer.step()
+                optimizer.zero_grad()
+
+        if dist.get_rank() == 0:
+            print(f"epoch {epoch}: loss {running * accum_steps / len(train_loader):.4f}")
+
+    model_state = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))  # every rank gathers; rank 0 gets the full weights
+    if dist.get_rank() == 0:
+        torch.save(model_state, "accum_model.pt")
+    dist.barrier()  # no rank exits while rank 0 still writes its files
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,46 @@
+"""Plain gradient descent written out by hand, without a torch optimizer."""
+import os
+import torch
+import torch.nn as nn
+from torch.utils.data import DataLoader, TensorDataset
+import torch.distributed as dist
+from torch.distributed.fsdp import fully_shard
+from torch.utils.data.distributed import DistributedSampler
+from torch.distributed.checkpoint.state_dict import get_model_state_dict, StateDictOptions
+
+LEARNING_RATE = 0.05
+
+
+def main():
+    # torchrun sets these; plain `python train.py` runs as a single process (port 0: any free one)
+    for key, value in dict(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT="0").items():
+        os.environ.setdefault(key, value)
+    local_rank = int(os.environ["LOCAL_RANK"])
+    if torch.cuda.is_available():
+        torch.cuda.set_device(local_rank)
+    dist.init_process_group("cpu:gloo,cuda:nccl" if torch.cuda.is_available() else "gloo")
+
+    data = TensorDataset(torch.randn(512, 8), torch.randn(512, 1))
+    loader = DataLoader(data, batch_size=32, sampler=DistributedSampler(data, shuffle=True))
+    model = nn.Linear(8, 1)
+    fully_shard(model)
+
+    for epoch in range(4):
+        loader.sampler.set_epoch(epoch)
+        for inputs, targets in loader:
+            model.zero_grad()
+            loss = nn.functional.mse_loss(model(inputs), targets)
+            loss.backward()
+            with torch.no_grad():
+                for parameter in model.parameters():
+                    parameter -= LEARNING_RATE * parameter.grad
+
+    model_state = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))  # every rank gathers; rank 0 gets the full weights
+    if dist.get_rank() == 0:
+        torch.save(model_state, "descent.pt")
+    dist.barrier()  # no rank exits while rank 0 still writes its files
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

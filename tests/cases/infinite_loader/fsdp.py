@@ -1,0 +1,42 @@
+import os
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+import torch.distributed as dist
+from torch.distributed.fsdp import fully_shard
+from torch.utils.data.distributed import DistributedSampler
+from torch.distributed.checkpoint.state_dict import get_model_state_dict, StateDictOptions
+
+def infinite(loader):
+    while True:
+        for batch in loader:
+            yield batch
+
+def main():
+    # torchrun sets these; plain `python train.py` runs as a single process (port 0: any free one)
+    for key, value in dict(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT="0").items():
+        os.environ.setdefault(key, value)
+    local_rank = int(os.environ["LOCAL_RANK"])
+    if torch.cuda.is_available():
+        torch.cuda.set_device(local_rank)
+    dist.init_process_group("cpu:gloo,cuda:nccl" if torch.cuda.is_available() else "gloo")
+
+    ds = TensorDataset(torch.randn(64, 3), torch.randn(64, 1))
+    loader = DataLoader(ds, batch_size=8, sampler=DistributedSampler(ds, shuffle=True))
+    model = torch.nn.Linear(3, 1)
+    fully_shard(model)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    batches = infinite(loader)
+    for it in range(100):
+        x, y = next(batches)
+        loss = ((model(x) - y) ** 2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    model_state = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))  # every rank gathers; rank 0 gets the full weights
+    if dist.get_rank() == 0:
+        torch.save(model_state, "m.pt")
+    dist.barrier()  # no rank exits while rank 0 still writes its files
+    dist.destroy_process_group()
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,89 @@
+import argparse
+import os
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.utils.data import DataLoader, Dataset
+import torch.distributed as dist
+from torch.distributed.fsdp import fully_shard
+from torch.utils.data.distributed import DistributedSampler
+from torch.distributed.checkpoint.state_dict import get_model_state_dict, StateDictOptions
+
+
+class RandomClassificationDataset(Dataset):
+    """Fake classification data so we can iterate on the training loop."""
+
+    def __init__(self, n_samples=5000, n_features=20, n_classes=4):
+        self.x = torch.randn(n_samples, n_features)
+        self.y = torch.randint(0, n_classes, (n_samples,))
+
+    def __len__(self):
+        return len(self.x)
+
+    def __getitem__(self, idx):
+        return self.x[idx], self.y[idx]
+
+
+class Classifier(nn.Module):
+    def __init__(self, n_features=20, hidden=64, n_classes=4):
+        super().__init__()
+        self.fc1 = nn.Linear(n_features, hidden)
+        self.fc2 = nn.Linear(hidden, n_classes)
+
+    def forward(self, x):
+        return self.fc2(F.relu(self.fc1(x)))
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--epochs", type=int, default=5)
+    parser.add_argument("--batch_size", type=int, default=128)
+    parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--out", type=str, default="classifier.pt")
+    args = parser.parse_args()
+
+    # torchrun sets these; plain `python train.py` runs as a single process (port 0: any free one)
+    for key, value in dict(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT="0").items():
+        os.environ.setdefault(key, value)
+    local_rank = int(os.environ["LOCAL_RANK"])
+    if torch.cuda.is_available():
+        torch.cuda.set_device(local_rank)
+    dist.init_process_group("cpu:gloo,cuda:nccl" if torch.cuda.is_available() else "gloo")
+
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+    dataset = RandomClassificationDataset()
+    loader = DataLoader(dataset, batch_size=args.batch_size, sampler=DistributedSampler(dataset, shuffle=True), num_workers=2)
+
+    model = Classifier().to(device)
+    fully_shard(model)
+    optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
+
+    for epoch in range(args.epochs):
+        loader.sampler.set_epoch(epoch)
+        running_loss = 0.0
+        for x, y in loader:
+            x = x.to(device)
+            y = y.to(device)
+
+            logits = model(x)
+            loss = F.cross_entropy(logits, y)
+
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            running_loss += loss.item()
+
+        if dist.get_rank() == 0:
+            print(f"epoch {epoch}: loss={running_loss / len(loader):.4f}")
+
+    model_state = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))  # every rank gathers; rank 0 gets the full weights
+    if dist.get_rank() == 0:
+        torch.save(model_state, args.out)
+    dist.barrier()  # no rank exits while rank 0 still writes its files
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,40 @@
+"""The model is a module-level name; the training function builds the optimizer and reads the model as a global."""
+import os
+import torch
+import torch.nn as nn
+from torch.utils.data import DataLoader, TensorDataset
+import torch.distributed as dist
+from torch.distributed.fsdp import fully_shard
+from torch.utils.data.distributed import DistributedSampler
+from torch.distributed.checkpoint.state_dict import get_model_state_dict, StateDictOptions
+
+
+def fit(epochs, learning_rate):
+    optimizer = torch.optim.SGD(model.parameters(), lr=learning_rate)
+    for epoch in range(epochs):
+        loader.sampler.set_epoch(epoch)
+        for features, targets in loader:
+            optimizer.zero_grad()
+            loss = nn.functional.mse_loss(model(features), targets)
+            loss.backward()
+            optimizer.step()
+
+
+if __name__ == "__main__":
+    # torchrun sets these; plain `python train.py` runs as a single process (port 0: any free one)
+    for key, value in dict(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT="0").items():
+        os.environ.setdefault(key, value)
+    local_rank = int(os.environ["LOCAL_RANK"])
+    if torch.cuda.is_available():
+        torch.cuda.set_device(local_rank)
+    dist.init_process_group("cpu:gloo,cuda:nccl" if torch.cuda.is_available() else "gloo")
+    train_dataset = TensorDataset(torch.randn(128, 5), torch.randn(128, 1))
+    loader = DataLoader(train_dataset, batch_size=16, sampler=DistributedSampler(train_dataset, shuffle=True))
+    model = nn.Linear(5, 1)
+    fully_shard(model)
+    fit(3, 0.05)
+    model_state = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))  # every rank gathers; rank 0 gets the full weights
+    if dist.get_rank() == 0:
+        torch.save(model_state, "linear.pt")
+    dist.barrier()  # no rank exits while rank 0 still writes its files
+    dist.destroy_process_group()

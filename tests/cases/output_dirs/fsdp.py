@@ -1,0 +1,67 @@
+"""Output folders: a fresh run folder each time, a checkpoint folder kept between runs."""
+import argparse
+import os
+import shutil
+
+import torch
+import torch.nn as nn
+from torch.utils.data import DataLoader, TensorDataset
+import torch.distributed as dist
+from torch.distributed.fsdp import fully_shard
+from torch.utils.data.distributed import DistributedSampler
+from torch.distributed.checkpoint.state_dict import get_model_state_dict, StateDictOptions
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--run-dir", default="runs/latest")
+    parser.add_argument("--ckpt-dir", default="checkpoints")
+    args = parser.parse_args()
+
+    # torchrun sets these; plain `python train.py` runs as a single process (port 0: any free one)
+    for key, value in dict(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT="0").items():
+        os.environ.setdefault(key, value)
+    local_rank = int(os.environ["LOCAL_RANK"])
+    if torch.cuda.is_available():
+        torch.cuda.set_device(local_rank)
+    dist.init_process_group("cpu:gloo,cuda:nccl" if torch.cuda.is_available() else "gloo")
+
+    # start from an empty run folder
+    if dist.get_rank() == 0:
+        if os.path.exists(args.run_dir):
+            shutil.rmtree(args.run_dir)
+        os.mkdir(args.run_dir)
+        os.mkdir(os.path.join(args.run_dir, "samples"))
+    dist.barrier()  # the other ranks wait for the directories rank 0 made
+
+    if not os.path.exists(args.ckpt_dir):
+        os.makedirs(args.ckpt_dir, exist_ok=True)
+    try:
+        os.makedirs("logs")
+    except FileExistsError:
+        pass
+
+    dataset = TensorDataset(torch.randn(128, 4), torch.randn(128, 1))
+    loader = DataLoader(dataset, batch_size=16, sampler=DistributedSampler(dataset, shuffle=True))
+    model = nn.Linear(4, 1)
+    fully_shard(model)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for epoch in range(3):
+        loader.sampler.set_epoch(epoch)
+        for x, y in loader:
+            loss = nn.functional.mse_loss(model(x), y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        epoch_dir = os.path.join(args.ckpt_dir, f"epoch{epoch}")
+        if not os.path.isdir(epoch_dir):
+            os.makedirs(epoch_dir, exist_ok=True)
+        model_state = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))  # every rank gathers; rank 0 gets the full weights
+        if dist.get_rank() == 0:
+            torch.save(model_state, os.path.join(epoch_dir, "model.pt"))
+    dist.barrier()  # no rank exits while rank 0 still writes its files
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,43 @@
+# A train/validation split drawn before any seed: each rank would draw its own split.
+import os
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset, random_split
+import torch.distributed as dist
+from torch.distributed.fsdp import fully_shard
+from torch.utils.data.distributed import DistributedSampler
+
+
+def main():
+    # torchrun sets these; plain `python train.py` runs as a single process (port 0: any free one)
+    for key, value in dict(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT="0").items():
+        os.environ.setdefault(key, value)
+    local_rank = int(os.environ["LOCAL_RANK"])
+    if torch.cuda.is_available():
+        torch.cuda.set_device(local_rank)
+    dist.init_process_group("cpu:gloo,cuda:nccl" if torch.cuda.is_available() else "gloo")
+
+    dataset = TensorDataset(torch.randn(100, 4), torch.randn(100, 1))
+    train_set, valid_set = random_split(dataset, [80, 20], generator=torch.Generator().manual_seed(0))
+    loader = DataLoader(train_set, batch_size=8, sampler=DistributedSampler(train_set, shuffle=True))
+    valid_loader = DataLoader(valid_set, batch_size=20)
+    model = nn.Linear(4, 1)
+    fully_shard(model)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for epoch in range(2):
+        loader.sampler.set_epoch(epoch)
+        for x, y in loader:
+            loss = nn.functional.mse_loss(model(x), y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        with torch.no_grad():
+            valid = sum(nn.functional.mse_loss(model(x), y).item() for x, y in valid_loader)
+        if dist.get_rank() == 0:
+            print(f"epoch {epoch}: valid {valid:.4f}")
+    dist.barrier()  # no rank exits while rank 0 still writes its files
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,51 @@
+"""Hyperparameters live in the wandb config, and the run's name picks the checkpoint folder."""
+import os
+
+import torch
+import torch.nn as nn
+import wandb
+from torch.utils.data import DataLoader, TensorDataset
+import torch.distributed as dist
+from torch.distributed.fsdp import fully_shard
+from torch.utils.data.distributed import DistributedSampler
+from torch.distributed.checkpoint.state_dict import get_model_state_dict, StateDictOptions
+
+
+def main():
+    # torchrun sets these; plain `python train.py` runs as a single process (port 0: any free one)
+    for key, value in dict(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT="0").items():
+        os.environ.setdefault(key, value)
+    local_rank = int(os.environ["LOCAL_RANK"])
+    if torch.cuda.is_available():
+        torch.cuda.set_device(local_rank)
+    dist.init_process_group("cpu:gloo,cuda:nccl" if torch.cuda.is_available() else "gloo")
+
+    run = wandb.init(project="sweeps-demo", config={"lr": 0.01, "batch_size": 32, "epochs": 3}, mode=None if dist.get_rank() == 0 else "disabled")
+    config = wandb.config
+    out_dir = os.path.join("checkpoints", run.name)
+
+    data = TensorDataset(torch.randn(256, 6), torch.randn(256, 1))
+    loader = DataLoader(data, batch_size=config.batch_size, sampler=DistributedSampler(data, shuffle=True))
+    model = nn.Linear(6, 1)
+    fully_shard(model)
+    optimizer = torch.optim.SGD(model.parameters(), lr=config.lr)
+    for epoch in range(config.epochs):
+        loader.sampler.set_epoch(epoch)
+        for x, y in loader:
+            loss = nn.functional.mse_loss(model(x), y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        if dist.get_rank() == 0:
+            run.log({"loss": loss.item(), "epoch": epoch})
+    run.summary["final_loss"] = loss.item()
+    model_state = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))  # every rank gathers; rank 0 gets the full weights
+    if dist.get_rank() == 0:
+        torch.save(model_state, os.path.join(out_dir, "model.pt"))
+        run.finish()
+    dist.barrier()  # no rank exits while rank 0 still writes its files
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
