@@ -41,7 +41,7 @@ sys.path.insert(0, str(ROOT))
 from migrate.model import InputError  # noqa: E402
 from migrate.unbound import introduced_unbound_names  # noqa: E402
 
-TARGETS = ("ddp", "deepspeed")
+TARGETS = ("ddp", "deepspeed", "fsdp")
 COLUMNS = ("files", "converted", "crash", "recursion", "hang", "no compile", "unbound", "lost backward",
            "not idempotent")
 # Names a rename may pick: the ones the conversion writes itself, and unicode ones.

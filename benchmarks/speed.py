@@ -63,7 +63,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
-    for target in ("ddp", "deepspeed"):
+    for target in ("ddp", "deepspeed", "fsdp"):
         conversion_ratios(args.repeat, target)
     help_startup(args.repeat)
 

@@ -47,6 +47,15 @@ EXPECTED = [
      "`model` is built at module level and not handed to that function"),
     ("deepspeed/optimizer_switched_in_training", "MIG129", 23, "`optimizer` is built again during training (line 23: "
      "`optimizer = torch.optim.ASGD(model.parameters(), lr=0.1, t0=0, lambd=0.0)`)"),
+    ("fsdp/pickled_model", "MIG303", 18, "pickles the whole module, and a sharded one cannot be pickled"),
+    ("fsdp/frozen_and_ema", "MIG307", 47, "`copy.deepcopy(model)` copies the sharded module, after `model` is sharded"),
+    ("fsdp/trained_only_dqn", "MIG307", 39, "`zip(model.parameters(), target_net.parameters())` pairs its weights with "
+     "another module's"),
+    ("fsdp/manual_batching", "MIG307", 41, "`model.weight` is taken out of the model as a plain tensor"),
+    ("fsdp/checkpoint_file_handles", "MIG121", 10, "under FSDP every rank must take part in the gather"),
+    ("fsdp/rank_divergence", "MIG123", 44, "draws new weights for `model` after it is sharded (the shard goes after line 39)"),
+    ("fsdp/fsdp_optimizer_before_load", "MIG301", 28, "`Regressor` holds no list of repeated blocks"),
+    ("fsdp/already_ddp", "MIG305", 32, "DistributedDataParallel on `model` replaced by FSDP2's fully_shard"),
     ("ddp/self_update", "MIG104", 19, "holds the parameters of `QNet` itself (line 10) and is stepped inside its own "
      "method `QNet.train_net()`, called as `q.train_net(...)` (line 31)"),
 ]

@@ -1,7 +1,7 @@
 """The repeated blocks of a model: what FSDP2 shards one by one before the model itself.
 
 A block is a class whose instances a model keeps in a list of layers: the items of an
-`nn.ModuleList` / `nn.Sequential` built from one class (`nn.ModuleList([Block(...) for _ in
+`nn.ModuleList` / `nn.Sequential` built from one class (the script's own, or torch's) (`nn.ModuleList([Block(...) for _ in
 range(n)])`, `nn.Sequential(*[Layer() for ...])`, a literal list of two or more of them, or
 `self.layers.append(Block(...))` in a loop), and torch's own `nn.TransformerEncoder` /
 `nn.TransformerDecoder` layers. The model's class is read where the script has it: in the
@@ -28,7 +28,7 @@ TORCH_STACKS = {  # torch's own stacks of layers: the layer class each repeats
     "torch.nn.TransformerDecoder": ("TransformerDecoderLayer",),
     "torch.nn.Transformer": ("TransformerEncoderLayer", "TransformerDecoderLayer"),
 }
-TORCH_LAYERS = frozenset({"TransformerEncoderLayer", "TransformerDecoderLayer"})
+TORCH_LAYERS = frozenset({"TransformerEncoderLayer", "TransformerDecoderLayer"})  # --shard names torch knows
 SEARCH_DEPTH = 4  # classes below the model's own that are searched for blocks
 IMPORT_DEPTH = 3  # modules followed from the script to the one that defines a class
 
@@ -71,6 +71,7 @@ class Blocks:
     unreadable: str | None = None  # why the model's class could not be read (then only the root is sharded)
     methods: frozenset[str] = frozenset()  # the methods the model's class (and its bases this run reads) defines
     parts: frozenset[str] = frozenset()  # its attributes built by a call (`self.encoder = Encoder()`): submodules
+    torch_layer: bool = False  # the model is one of torch's own layers (`nn.Linear(...)`)
 
 
 def model_blocks(index: ScriptIndex, site: ModelSite, script_path: str, named: tuple[str, ...] = ()) -> Blocks:
@@ -89,6 +90,8 @@ def model_blocks(index: ScriptIndex, site: ModelSite, script_path: str, named: t
         found.classes = [BlockClass(name, "torch.nn") for name in TORCH_STACKS[qualified]]
     elif qualified in LIST_CONTAINERS:
         found.classes = _list_items(built, script, reader)
+    elif qualified.startswith("torch.nn."):
+        found.torch_layer = True  # `nn.Linear(...)`: one layer, nothing finer to shard
     else:
         located = reader.locate(qualified, script)
         if located is None:
@@ -135,7 +138,7 @@ def _search(cls: cst.ClassDef, source: SourceFile, reader: _Reader, seen: set[st
         elif isinstance(call.func, cst.Attribute) and call.func.attr.value == "append" and call.args:
             found += _item_class(call.args[0].value, source, reader)  # `self.layers.append(Block(...))` in a loop
     if found:
-        return _unique(found)
+        return _without_leaves_inside(_unique(found))
     for call in calls:  # no list here: the blocks may sit one class further down
         located = reader.locate(source.qualify(call.func) or "", source)
         if located is not None:
@@ -188,13 +191,20 @@ def _item_class(value: cst.BaseExpression, source: SourceFile, reader: _Reader) 
     if not isinstance(value, cst.Call):
         return []
     qualified = source.qualify(value.func) or ""
-    if qualified.startswith("torch.nn.") and qualified.rsplit(".", 1)[-1] in TORCH_LAYERS:
-        return [BlockClass(qualified.rsplit(".", 1)[-1], "torch.nn")]
+    if qualified.startswith("torch.nn.") and qualified.count(".") == 2 and qualified not in LIST_CONTAINERS:
+        return [BlockClass(qualified.rsplit(".", 1)[-1], "torch.nn")]  # `[nn.Linear(w, w) for _ in range(n)]`
     located = reader.locate(qualified, source)
     if located is None:
         return []
     cls, where = located
     return [BlockClass(cls.name.value, where.module)]
+
+
+def _without_leaves_inside(classes: list[BlockClass]) -> list[BlockClass]:
+    """Torch's plain layers (`nn.Linear`) only when nothing bigger repeats: a block holds them,
+    and FSDP2 must shard what a block holds before the block."""
+    bigger = [c for c in classes if c.module != "torch.nn" or c.name in TORCH_LAYERS]
+    return bigger or classes
 
 
 def _unique(classes: list[BlockClass]) -> list[BlockClass]:

@@ -349,8 +349,9 @@ def _forward_outputs(index: ScriptIndex, scope: Scope, models: set[str]) -> set[
     }
 
 
-def reinitialized_after_wrap(sites, aliases, is_after) -> list[Divergence]:  # type: ignore[no-untyped-def]
-    """MIG123: new weights drawn for a wrapped model after the wrapper copied rank 0's."""
+def reinitialized_after_wrap(sites, aliases, is_after, sharded: bool = False) -> list[Divergence]:  # type: ignore[no-untyped-def]
+    """MIG123: new weights drawn for a wrapped model after the wrapper copied rank 0's (`sharded`:
+    after FSDP2 split them into shards, which copies nothing)."""
     index: ScriptIndex = sites.index
     found: list[Divergence] = []
     for site in sites.models:
@@ -365,12 +366,22 @@ def reinitialized_after_wrap(sites, aliases, is_after) -> list[Divergence]:  # t
                 continue
             if not _initializes(index, call.node) or not is_after(index, call.place.stmt, site):
                 continue
+            drawn = [f"`{index.module.code_for_node(call.node)}` (line ", call.node, f") draws new weights for `{site.spelling}` "]
+            if sharded:
+                found.append(Divergence("MIG123", call.node, [
+                    *drawn, "after it is sharded (the shard goes ", *_sharded_where(site),
+                    "): the draw runs on each rank's shards of the weights, so they are not the weights the original "
+                    "script draws; initialise before the shard"]))
+                continue
             found.append(Divergence("MIG123", call.node, [
-                f"`{index.module.code_for_node(call.node)}` (line ", call.node, f") draws new weights for `{site.spelling}` "
-                "after it is wrapped (", *where, "): the wrapper copied rank 0's weights to every rank when it was built, "
+                *drawn, "after it is wrapped (", *where, "): the wrapper copied rank 0's weights to every rank when it was built, "
                 "so each rank now starts from its own random weights and averaging gradients never brings them back "
                 "together; initialise before the wrap, or broadcast the weights again afterwards"]))
     return found
+
+
+def _sharded_where(site) -> list:  # type: ignore[no-untyped-def]
+    return ["before line ", site.wrap_before] if site.wrap_before is not None else ["after line ", site.wrap_after]
 
 
 def _initializes(index: ScriptIndex, call: cst.Call) -> bool:

@@ -8,6 +8,7 @@ calls, and rank 0 saves the full copy; the rewrite belongs to the target's step.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import libcst as cst
@@ -40,6 +41,19 @@ def model_state_dicts(index: ScriptIndex, site: ModelSite) -> list[StateDictRead
         call = _call_of(index, use)
         if call is not None:
             found.append(StateDictRead(owner=owner, call=call, stmt=use.place.stmt))
+    return found
+
+
+def earlier_names(index: ScriptIndex, site: ModelSite) -> list[ModelSite]:
+    """Other names of the model in its scope, bound before the model's name was given it
+    (`ssd_net = build(...)`, `net = ssd_net`): after the wrap they still name the user's module,
+    whose weights a sharding framework holds in shards. Each as a site of its own."""
+    found: list[ModelSite] = []
+    for binding in index.bindings:
+        value = binding.value
+        if (binding.target == site.spelling and binding.place.scope is site.scope and isinstance(value, cst.Name)
+                and value.value != site.spelling and all(f.spelling != value.value for f in found)):
+            found.append(dataclasses.replace(site, spelling=value.value, data_parallel=[]))
     return found
 
 

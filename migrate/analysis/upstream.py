@@ -33,6 +33,7 @@ class Upstream:
     spelling: str
     scope: Scope
     hand_off: cst.BaseStatement
+    built: cst.Call | None = None  # the caller builds it right in the call: `Trainer(TinyLM(), ...)`
 
 
 def upstream(index: ScriptIndex, site: ModelSite) -> list[Upstream]:
@@ -44,18 +45,21 @@ def upstream(index: ScriptIndex, site: ModelSite) -> list[Upstream]:
         if link is None:
             break
         chain.append(link)
+        if link.built is not None:
+            break
         spelling, scope = _plain(index, link.spelling, link.scope)
     return chain
 
 
 def construction(index: ScriptIndex, spelling: str, scope: Scope) -> Binding | None:
-    """The binding that builds or places the model, not one that wraps it (`model = DDP(model)`)."""
+    """The binding that builds or places the model, not one that wraps it (`model = DDP(model)`),
+    unless the wrap is all there is (`model = DataParallel(build())`)."""
     binding = home_binding(index, spelling, scope)
     if binding is not None and _wraps(index, binding.value):
         candidates = (index.bindings_of_in_class(spelling, scope.class_name) if spelling.startswith("self.")
                       else index.bindings_of_in(spelling, scope))
         earlier = [b for b in candidates if b is not binding and not _wraps(index, b.value)]
-        binding = earlier[-1] if earlier else None
+        binding = earlier[-1] if earlier else binding  # `model = DataParallel(build())`: the wrap holds it
     return binding
 
 
@@ -65,21 +69,57 @@ def _wraps(index: ScriptIndex, value: cst.BaseExpression | None) -> bool:
 
 def model_class_call(index: ScriptIndex, site: ModelSite) -> cst.Call | None:
     """`Net(...)` that builds the model: in `model = Net(...).to(device)` at the site, or where
-    the model comes from (`self.model = model.to(gpu_id)`: the caller's `model = Net()`)."""
-    places = [(site.spelling, site.scope)] + [(link.spelling, link.scope) for link in upstream(index, site)]
+    the model comes from: another name for it (`net = detector`), the caller that hands it in
+    (`Trainer(TinyLM(), ...)`, or the caller's `model = Net()`), or the function of this file that
+    returns it (`model = build_model()`, `def build_model(): return Net()`)."""
+    places: list[tuple[str, Scope]] = [(site.spelling, site.scope)]
+    for link in upstream(index, site):
+        if link.built is not None:
+            return _through_builders(index, link.built, 0)
+        places.append((link.spelling, link.scope))
     for spelling, scope in places:
-        binding = construction(index, spelling, scope)
-        earlier = [b for b in index.bindings_of_in(spelling, scope) if not _wraps(index, b.value)]
-        while binding is not None:
-            value = _unmoved(binding.value)
-            if isinstance(value, cst.Call):
-                return value
-            if spell(value) != spelling:  # handed in (a parameter), or another name: look where it comes from
-                break
-            # `model = model.to(device)`: the binding before it
-            before = earlier[: earlier.index(binding)] if binding in earlier else []
-            binding = before[-1] if before else None
+        built = _built_in(index, spelling, scope)
+        if built is not None:
+            return _through_builders(index, built, 0)
     return None
+
+
+def _built_in(index: ScriptIndex, spelling: str, scope: Scope) -> cst.Call | None:
+    """The call that builds what `spelling` names in `scope`, following `model = model.to(...)`
+    back to the binding before it and `net = detector` to the other name."""
+    binding = construction(index, spelling, scope)
+    for _ in range(DEPTH):
+        if binding is None:
+            return None
+        value = _unmoved(binding.value)
+        if isinstance(value, cst.Call) and _wraps(index, value) and value.args:
+            value = _unmoved(value.args[0].value)  # the module inside `DataParallel(...)`
+        if isinstance(value, cst.Call):
+            return value
+        name = spell(value) if value is not None else None
+        if name is None or name in scope.params:
+            return None  # handed in: upstream() follows it
+        earlier = [b for b in index.bindings_of_in(name, scope) if not _wraps(index, b.value)]
+        if name == spelling:  # `model = model.to(device)`: the binding before it
+            earlier = earlier[: earlier.index(binding)] if binding in earlier else []
+        binding = earlier[-1] if earlier else None
+    return None
+
+
+def _through_builders(index: ScriptIndex, call: cst.Call, depth: int) -> cst.Call:
+    """`build_model(...)`, a function of this file: the construction it returns (else the call itself)."""
+    function = index.functions.get(index.qualify(call.func) or "")
+    if function is None or not isinstance(function.node, cst.FunctionDef) or depth > DEPTH:
+        return call
+    for _stmt, value in _returns(index, function):
+        returned = _unmoved(value)
+        if isinstance(returned, cst.Call):
+            return _through_builders(index, returned, depth + 1)
+        name = spell(returned) if returned is not None else None
+        built = _built_in(index, name, function) if name is not None else None
+        if built is not None:
+            return _through_builders(index, built, depth + 1)
+    return call
 
 
 def _unmoved(value: cst.BaseExpression | None) -> cst.BaseExpression | None:
@@ -114,7 +154,10 @@ def _caller_link(index: ScriptIndex, spelling: str, scope: Scope) -> Upstream | 
     call = callers[0]
     position = scope.params.index(spelling) - (1 if scope.class_name else 0)
     passed = argument(call.node, spelling, position)
-    name = spell(passed.value) if passed is not None else None
+    value = _unmoved(passed.value) if passed is not None else None
+    if isinstance(value, cst.Call):
+        return Upstream("", call.place.scope, call.place.stmt, built=value)
+    name = spell(value) if value is not None else None
     return Upstream(name, call.place.scope, call.place.stmt) if name is not None else None
 
 

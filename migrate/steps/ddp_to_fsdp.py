@@ -15,7 +15,7 @@ from migrate.analysis.index import spell
 from migrate.analysis.models import aliases
 from migrate.analysis.sites import ModelSite
 from migrate.steps.base import Context, statements
-from migrate.steps.fsdp_shard import shard
+from migrate.steps.fsdp_shard import shard, without_module
 from migrate.steps.no_sync import negated
 
 DDP_CALLS = ("torch.nn.parallel.DistributedDataParallel", "torch.nn.parallel.distributed.DistributedDataParallel")
@@ -46,7 +46,7 @@ def ddp_to_fsdp(ctx: Context) -> None:
         # later steps see the model as sharded from the shard on (above an optimizer built before the wrap)
         wrapped = (ModelSite(spelling=target, scope=call.place.scope, wrap_after=stmt, wrap_before=None, data_parallel=[])
                    if site.wrap_before is stmt else site)
-        _unwrap_module(ctx, wrapped)
+        without_module(ctx, wrapped)
         _no_sync(ctx, wrapped)
         sites.append(wrapped)
     ctx.sites.models = sites  # what the later steps (checkpoints, accumulation) work on
@@ -60,14 +60,6 @@ def _wrap_names(stmt: cst.BaseStatement, call: cst.Call) -> tuple[str | None, st
     if assign.value is not call or len(assign.targets) != 1 or not call.args or call.args[0].keyword is not None:
         return None, None
     return spell(assign.targets[0].target), spell(call.args[0].value)
-
-
-def _unwrap_module(ctx: Context, site: ModelSite) -> None:
-    """`model.module.x` -> `model.x`."""
-    names = aliases(ctx.index, site)
-    for use in ctx.index.attributes:
-        if use.node.attr.value == "module" and (use.owner, use.place.scope.name) in names:
-            ctx.plan.replace_with(use.node, use.node.value)
 
 
 def _no_sync(ctx: Context, site: ModelSite) -> None:

@@ -24,7 +24,7 @@ from migrate.analysis.models import top_statement
 from migrate.analysis.optimizers import OptimizerSide
 from migrate.analysis.ordering import ModelOrdering, NoModelOrdering, engine_orderings
 from migrate.analysis.sites import LoaderSite, ModelSite
-from migrate.analysis.state_dicts import model_state_dicts
+from migrate.analysis.state_dicts import earlier_names, model_state_dicts
 from migrate.analysis.training import argument, contains
 from migrate.analysis.values import dict_entry, literal_value
 from migrate.steps.base import Context, comment_lines, expression, statements
@@ -88,23 +88,9 @@ def deepspeed_engine(ctx: Context) -> None:
             _gather_state_dicts(ctx, each.model, through_engine=True)
         if each.caller is not None:  # the caller's plain module, trained in place by the engine
             _gather_state_dicts(ctx, each.caller, through_engine=False)
-        for plain in _plain_names(ctx, each):  # `net = ssd_net`: ssd_net still names the plain module
+        for plain in earlier_names(ctx.index, each.model):  # `net = ssd_net`: ssd_net still names the plain module
             _gather_state_dicts(ctx, plain, through_engine=False)
         _warn_optimizer_state(ctx, each)
-
-
-def _plain_names(ctx: Context, engine: ModelOrdering) -> list[ModelSite]:
-    """Other names of the engine's module in its scope, bound before the model's name was given
-    it (`ssd_net = build(...)`, `net = ssd_net`): after the engine exists they still name the
-    plain module, whose weights ZeRO-3 shards."""
-    site = engine.model
-    found: list[ModelSite] = []
-    for binding in ctx.index.bindings:
-        value = binding.value
-        if (binding.target == site.spelling and binding.place.scope is site.scope and isinstance(value, cst.Name)
-                and value.value != site.spelling and all(f.spelling != value.value for f in found)):
-            found.append(dataclasses.replace(site, spelling=value.value, data_parallel=[]))
-    return found
 
 
 def _container_code(ctx: Context, engine: ModelOrdering) -> str:

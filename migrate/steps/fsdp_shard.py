@@ -20,8 +20,10 @@ import libcst as cst
 from migrate.analysis.blocks import Blocks, model_blocks
 from migrate.analysis.models import aliases, is_after, top_statement
 from migrate.analysis.sites import ModelSite
-from migrate.analysis.trained import optimizer_owners
-from migrate.analysis.upstream import upstream
+from migrate.analysis.index import spell
+from migrate.analysis.trained import calls_of, optimizer_owners
+from migrate.analysis.training import argument
+from migrate.analysis.upstream import model_class_call, upstream
 from migrate.steps.base import Context, statements
 from migrate.steps.wrap_model import WRAPPER_SAFE, remove_data_parallel, report_unwrapped_model
 
@@ -42,6 +44,17 @@ def fsdp_shard(ctx: Context) -> None:
     for site in ctx.sites.models:
         remove_data_parallel(ctx, site)
         shard(ctx, site)
+        if site.data_parallel:
+            without_module(ctx, site)
+
+
+def without_module(ctx: Context, site: ModelSite) -> None:
+    """`model.module.x` -> `model.x`: the wrapper that held the module (DataParallel, DDP) is gone,
+    and fully_shard keeps the user's class."""
+    names = aliases(ctx.index, site)
+    for use in ctx.index.attributes:
+        if use.node.attr.value == "module" and (use.owner, use.place.scope.name) in names:
+            ctx.plan.replace_with(use.node, use.node.value)
 
 
 def shard(ctx: Context, site: ModelSite) -> None:
@@ -71,17 +84,20 @@ def _above_its_optimizer(ctx: Context, site: ModelSite) -> cst.BaseStatement | N
     assert anchor is not None
     places = [(own, site.scope, index.block_of[anchor][0], None)]
     for link in upstream(index, site):
+        if link.built is not None:
+            continue  # built right in the call that hands it on: no optimizer over it before
         body = link.scope.node.body if isinstance(link.scope.node, cst.FunctionDef) else link.scope.node
         if isinstance(body, (cst.IndentedBlock, cst.Module)):
             places.append(({link.spelling}, link.scope, body, link.hand_off))
+    built = _optimizers_built(ctx)
     for names, scope, block, hand_off in places:
         first: cst.BaseStatement | None = None
-        for call in ctx.sites.optimizers:
-            if call.place.scope is not scope or not (_holds(ctx, call.node, scope) & names):
+        for stmt, where, held in built:
+            if where is not scope or not (held & names):
                 continue
-            if hand_off is None and is_after(index, call.place.stmt, site):
+            if hand_off is None and is_after(index, stmt, site):
                 continue  # built after the wrap: it holds the sharded parameters
-            top = top_statement(index, call.place.stmt, block)
+            top = top_statement(index, stmt, block)
             if top is None or (hand_off is not None and not _before(index, top, hand_off, block)):
                 continue
             if first is None or index.block_of[top][1] < index.block_of[first][1]:
@@ -93,6 +109,26 @@ def _above_its_optimizer(ctx: Context, site: ModelSite) -> cst.BaseStatement | N
             site.wrap_before, site.wrap_after = first, None
             return first
     return None
+
+
+def _optimizers_built(ctx: Context) -> list[tuple[cst.BaseStatement, object, set[str]]]:
+    """(statement, scope, the modules it holds by name) for each optimizer construction, and for
+    each call of a function of this file that builds one over a module it is handed
+    (`optimizer = make_optimizer(model)`: the call's statement, holding `model`)."""
+    index = ctx.index
+    found: list[tuple[cst.BaseStatement, object, set[str]]] = []
+    for call in ctx.sites.optimizers:
+        scope = call.place.scope
+        held = _holds(ctx, call.node, scope)
+        found.append((call.place.stmt, scope, held))
+        for param in held & set(scope.params):
+            position = scope.params.index(param) - (1 if scope.class_name else 0)
+            for caller in calls_of(index, scope):
+                passed = argument(caller.node, param, position)
+                name = spell(passed.value) if passed is not None else None
+                if name is not None:
+                    found.append((caller.place.stmt, caller.place.scope, {name}))
+    return found
 
 
 def _holds(ctx: Context, call: cst.Call, scope) -> set[str]:  # type: ignore[no-untyped-def]
@@ -128,9 +164,16 @@ def _shard_code(ctx: Context, site: ModelSite, blocks: Blocks, moved: cst.BaseSt
     lines: list[str] = []
     if moved is not None:
         lines.append("# FSDP2: sharded before the optimizer is built, so that it holds the sharded parameters")
-    if settings:
-        lines.append(f"fsdp_settings = {{{settings}}}")
-    extra = ", **fsdp_settings" if settings else ""
+    if not _placed(ctx, site):
+        lines.append("# the model stays on the CPU, as the script keeps it (by default FSDP2 would move it to the GPU)")
+    one_call = not blocks.classes and not parts
+    if settings and one_call:
+        extra = ", " + ", ".join(f"{key}={value}" for key, value in settings)
+    elif settings:
+        lines.append("fsdp_settings = {" + ", ".join(f'"{key}": {value}' for key, value in settings) + "}")
+        extra = ", **fsdp_settings"
+    else:
+        extra = ""
     if blocks.classes:
         loop = _free_name(ctx, site, "submodule")
         lines += [
@@ -144,19 +187,48 @@ def _shard_code(ctx: Context, site: ModelSite, blocks: Blocks, moved: cst.BaseSt
     return "\n".join(lines) + "\n"
 
 
-def _settings(ctx: Context, site: ModelSite) -> str:
-    """The keyword arguments --mixed-precision and --cpu-offload ask for, as a dict's entries."""
-    entries: list[str] = []
-    torch = ctx.torch if ctx.options.mixed_precision != "none" or ctx.options.cpu_offload else ""
+def _settings(ctx: Context, site: ModelSite) -> list[tuple[str, str]]:
+    """fully_shard's keyword arguments: the mesh of a model kept on the CPU, and the policies
+    --mixed-precision and --cpu-offload ask for."""
+    entries: list[tuple[str, str]] = []
+    if not _placed(ctx, site):
+        mesh = ctx.imported("torch.distributed.device_mesh", "init_device_mesh")
+        entries.append(("mesh", f'{mesh}("cpu", ({ctx.world_size()},))'))
     if ctx.options.mixed_precision != "none":
         policy = ctx.imported(FSDP, "MixedPrecisionPolicy")
         dtype = {"bf16": "bfloat16", "fp16": "float16"}[ctx.options.mixed_precision]
-        entries.append(f'"mp_policy": {policy}(param_dtype={torch}.{dtype}, reduce_dtype={torch}.float32)')
+        entries.append(("mp_policy", f"{policy}(param_dtype={ctx.torch}.{dtype}, reduce_dtype={ctx.torch}.float32)"))
     if ctx.options.cpu_offload:
         policy = ctx.imported(FSDP, "CPUOffloadPolicy")
         # pinned memory needs a GPU: without one the policy fails to build
-        entries.append(f'"offload_policy": {policy}(pin_memory={torch}.cuda.is_available())')
-    return ", ".join(entries)
+        entries.append(("offload_policy", f"{policy}(pin_memory={ctx.torch}.cuda.is_available())"))
+    return entries
+
+
+def _placed(ctx: Context, site: ModelSite) -> bool:
+    """Whether the script moves the model to a device anywhere (`.to(...)`, `.cuda()`, under any of
+    its names), or builds it on one. A model it never moves stays on the CPU, where FSDP2 must
+    shard it too: its default mesh is the GPU's whenever there is one, and it would move the
+    weights there while the script keeps its batches on the CPU."""
+    index = ctx.index
+    names = aliases(index, site) | {(name, scope.name) for name, scope in _upstream_names(ctx, site)}
+    for use in index.attributes:
+        if use.called and use.node.attr.value in ("to", "cuda") and (use.owner, use.place.scope.name) in names:
+            return True
+    for binding in index.bindings:  # `model = Net().to(device)`, `self.model = model.to(gpu_id)`
+        if (binding.target, binding.place.scope.name) not in names:
+            continue
+        value = binding.value
+        while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):
+            if value.func.attr.value in ("to", "cuda"):
+                return True
+            value = value.func.value
+    built = model_class_call(index, site)
+    return built is not None and any(arg.keyword is not None and arg.keyword.value == "device" for arg in built.args)
+
+
+def _upstream_names(ctx: Context, site: ModelSite) -> list[tuple[str, object]]:
+    return [(link.spelling, link.scope) for link in upstream(ctx.index, site) if link.built is None]
 
 
 def _is_block(ctx: Context, blocks: Blocks, loop: str) -> str:
@@ -200,6 +272,9 @@ def _report_sharding(ctx: Context, site: ModelSite, blocks: Blocks) -> None:
         how = "named by --shard" if ctx.options.shard else "the repeated blocks found"
         ctx.report("MIG301", f"`{site.spelling}` is sharded per {names} ({how}), then as a whole: a forward gathers one "
                    "block's weights at a time", where)
+    elif blocks.torch_layer:
+        ctx.report("MIG301", f"`{site.spelling}` is sharded as one unit: it is one torch layer "
+                   f"(`{blocks.model_class}`), with nothing finer to shard", where)
     elif blocks.unreadable is not None:
         ctx.report("MIG301", f"`{site.spelling}` is sharded as one unit: {blocks.unreadable}, so its repeated blocks "
                    "cannot be found; every forward gathers all its weights at once (peak memory of the whole model); "

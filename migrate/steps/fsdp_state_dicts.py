@@ -25,8 +25,8 @@ import libcst as cst
 from migrate.analysis.index import AttributeUse
 from migrate.analysis.models import aliases, is_after
 from migrate.analysis.sites import ModelSite
-from migrate.analysis.state_dicts import model_state_dicts
-from migrate.steps.base import Context, expression, statement
+from migrate.analysis.state_dicts import earlier_names, model_state_dicts
+from migrate.steps.base import Context, expression, statement, statements
 from migrate.steps.gathers import outside_open_files, outside_rank_guards, report_gather_on_some_ranks
 from migrate.steps.wrap_model import saved_module
 
@@ -41,8 +41,9 @@ def fsdp_state_dicts(ctx: Context) -> None:
             ctx.refused = True
             return
     for site in ctx.sites.models:
-        _gather_model(ctx, site)
-        _load_model(ctx, site)
+        for each in (site, *earlier_names(ctx.index, site)):  # `net = detector`: detector is the sharded module too
+            _gather_model(ctx, each)
+            _load_model(ctx, each)
     _optimizers(ctx)
 
 
@@ -56,15 +57,21 @@ def _gather_model(ctx: Context, site: ModelSite) -> None:
         variable = f"{read.owner.split('.')[-1]}_state"
         gather = statement(f"{variable} = {get}({read.owner}, options={_options(ctx, GATHER)})"
                            "  # every rank gathers; rank 0 gets the full weights\n")
-        _insert_gather(ctx, read.stmt, gather, site)
+        anchor = _insert_gather(ctx, read.stmt, gather, site)
+        if _data_parallel_keys(ctx, site, read.call):
+            ctx.plan.insert_before(anchor, [statement(f'{variable} = {{f"module.{{key}}": value for key, value in {variable}.items()}}'
+                                              "  # the keys nn.DataParallel saved\n")])
         ctx.plan.replace_with(read.call, cst.Name(variable))
 
 
-def _insert_gather(ctx: Context, stmt: cst.BaseStatement, gather: cst.BaseStatement, site: ModelSite) -> None:
+def _insert_gather(ctx: Context, stmt: cst.BaseStatement, gather: cst.BaseStatement, site: ModelSite) -> cst.BaseStatement:
+    """`gather` above `stmt`, outside the rank guards and `with open(...)` around it; returns the statement it goes above."""
     anchor = outside_open_files(ctx, outside_rank_guards(ctx, stmt))
     anchor = outside_rank_guards(ctx, anchor)
-    report_gather_on_some_ranks(ctx, anchor, site, "FSDP")
+    if report_gather_on_some_ranks(ctx, anchor, site, "FSDP", refuse=True):
+        ctx.refused = True  # the ranks that skip the gather leave the others waiting: no script that hangs
     ctx.plan.insert_above(anchor, gather)
+    return anchor
 
 
 def _load_model(ctx: Context, site: ModelSite) -> None:
@@ -73,9 +80,18 @@ def _load_model(ctx: Context, site: ModelSite) -> None:
         if call is None or not call.args:
             continue
         state, strict = _state_and_strict(ctx, call)
+        if _data_parallel_keys(ctx, site, call):  # saved by nn.DataParallel: its keys start with `module.`
+            state = f'{{key.removeprefix("module."): value for key, value in {state}.items()}}'
         load = ctx.imported(CHECKPOINT, "set_model_state_dict")
         settings = SCATTER + (f", strict={strict}" if strict is not None else "")
         ctx.plan.replace_with(call, expression(f"{load}({use.owner}, {state}, options={_options(ctx, settings)})"))
+
+
+def _data_parallel_keys(ctx: Context, site: ModelSite, call: cst.Call) -> bool:
+    """Whether the script read or loaded the state dict of the nn.DataParallel it had (`model.state_dict()`
+    on the wrapper: keys `module.x`), not of the module inside it (`model.module.state_dict()`)."""
+    return bool(site.data_parallel) and isinstance(call.func, cst.Attribute) and not (
+        isinstance(call.func.value, cst.Attribute) and call.func.value.attr.value == "module")
 
 
 def _state_and_strict(ctx: Context, call: cst.Call) -> tuple[str, str | None]:
@@ -141,8 +157,48 @@ def _optimizers(ctx: Context) -> None:
                 ctx.plan.replace_with(call, cst.Name(variable))
             elif call.args:
                 load = ctx.imported(CHECKPOINT, "set_optimizer_state_dict")
+                named = _named_state_helper(ctx)
+                state = f"{named}({model}, {stepped.spelling}, {ctx.code(call.args[0].value)})"
                 ctx.plan.replace_with(call, expression(
-                    f"{load}({model}, {stepped.spelling}, {ctx.code(call.args[0].value)}, options={_options(ctx, SCATTER)})"))
+                    f"{load}({model}, {stepped.spelling}, {state}, options={_options(ctx, SCATTER)})"))
+
+
+NAMED_STATE = "named_optimizer_state"
+
+
+class NamedStateHelper:
+    """Recorded once the helper below is added to the script (once per file)."""
+
+
+def _named_state_helper(ctx: Context) -> str:
+    """`named_optimizer_state(model, optimizer, state)`, defined once in the converted script: an
+    optimizer state dict the single-process script saved numbers the parameters (0, 1, ...) in the
+    order of the optimizer's groups, and set_optimizer_state_dict wants them by name (torch 2.13
+    takes numbered state without a word and fails at the next get_optimizer_state_dict)."""
+    if NamedStateHelper not in ctx.records:
+        ctx.record(NamedStateHelper())
+        first = next(stmt for stmt in ctx.index.module.body if not _is_import_or_docstring(stmt))
+        helper = statements(
+            f"def {NAMED_STATE}(model, optimizer, state):\n"
+            '    """`state` keyed by parameter names, as set_optimizer_state_dict wants it: a state dict saved\n'
+            '    by the single-process script numbers the parameters in the order of the optimizer\'s groups."""\n'
+            '    if not state or not any(isinstance(key, int) for key in state["state"]):\n'
+            "        return state\n"
+            "    names = {id(parameter): name for name, parameter in model.named_parameters()}\n"
+            '    ordered = [names[id(parameter)] for group in optimizer.param_groups for parameter in group["params"]]\n'
+            "    return {\n"
+            '        "state": {ordered[key]: value for key, value in state["state"].items()},\n'
+            '        "param_groups": [{**group, "params": [ordered[key] for key in group["params"]]} for group in state["param_groups"]],\n'
+            "    }\n")
+        ctx.plan.insert_before(first, [helper[0].with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine()])])
+    return NAMED_STATE
+
+
+def _is_import_or_docstring(stmt: cst.BaseStatement) -> bool:
+    if not isinstance(stmt, cst.SimpleStatementLine):
+        return False
+    return all(isinstance(small, (cst.Import, cst.ImportFrom)) or isinstance(small, cst.Expr)
+               and isinstance(small.value, (cst.SimpleString, cst.ConcatenatedString)) for small in stmt.body)
 
 
 def _site_of(ctx: Context, stepped) -> ModelSite | None:  # type: ignore[no-untyped-def]

@@ -40,15 +40,18 @@ def _tests_rank(test: str) -> bool:
     return any(word in lowered for word in ("rank", "is_main", "main_process", "master"))
 
 
-def report_gather_on_some_ranks(ctx: Context, anchor: cst.BaseStatement, site: ModelSite, sharding: str) -> None:
+def report_gather_on_some_ranks(ctx: Context, anchor: cst.BaseStatement, site: ModelSite, sharding: str,
+                                refuse: bool = False) -> bool:
     """MIG121 when the gather runs under a condition on this rank's own batches (`if total <
     best:` with `total` summed from its losses): where `sharding` ("ZeRO-3", "FSDP") shards the
-    weights every rank must gather."""
+    weights every rank must gather. `refuse`: the caller leaves the file unchanged. Returns whether it reported."""
     condition = per_rank_condition(ctx.sites, anchor)
     if condition is None:
-        return
+        return False
     test = ctx.code(condition.test)
     ctx.report("MIG121", f"the gather of `{site.spelling}`'s weights for saving runs only when `{test}` (line "
                f"{ctx.position(condition)[0]}) holds, and that reads a value of this rank's own batches: under {sharding} "
                "every rank must take part in the gather, so ranks that skip it leave the others waiting; test a value "
-               "every rank shares (all-reduce it first), or decide on rank 0 and broadcast the decision", anchor)
+               "every rank shares (all-reduce it first), or decide on rank 0 and broadcast the decision"
+               + ("; the file is left unchanged" if refuse else ""), anchor)
+    return True

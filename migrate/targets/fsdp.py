@@ -23,6 +23,7 @@ PRECISIONS = ("none", "bf16", "fp16")
 def conversion() -> Conversion:
     from migrate.steps.distributed_sampler import distributed_sampler
     from migrate.steps.fsdp_accumulation import fsdp_accumulation
+    from migrate.steps.fsdp_reads import fsdp_reads
     from migrate.steps.fsdp_scaler import fsdp_scaler
     from migrate.steps.fsdp_shard import fsdp_shard
     from migrate.steps.fsdp_state_dicts import fsdp_state_dicts
@@ -43,6 +44,7 @@ def conversion() -> Conversion:
         setup,
         local_rank_device,
         fsdp_shard,
+        fsdp_reads,
         rank_divergence,
         distributed_sampler,
         same_split,
@@ -127,6 +129,7 @@ FSDP = Target(
         "MIG303": (Severity.WARNING, "FSDP: the script pickles the model (a sharded one cannot be: left unchanged), or reads optimizer state where the model cannot be named"),
         "MIG304": (Severity.WARNING, "FSDP: loss scaling: a GradScaler becomes ShardedGradScaler, or fp16 runs without one"),
         "MIG305": (Severity.NOTE, "FSDP: a script on DistributedDataParallel moved to fully_shard; its process group, samplers and rank guards kept"),
+        "MIG307": (Severity.WARNING, "FSDP: the script copies the sharded model, pairs its weights with another module's, or takes a weight out as a plain tensor: left unchanged"),
         "MIG306": (Severity.WARNING, "FSDP: a DistributedDataParallel wrap the move to fully_shard cannot follow: left unchanged"),
     },
 )

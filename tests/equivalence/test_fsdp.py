@@ -126,6 +126,16 @@ def test_a_checkpoint_resumes_like_the_original_script_resumes(tmp_path: Path) -
     expected = final_train_loss(by_original.stderr)
     assert final_train_loss(two_ranks.stderr) == pytest.approx(expected, rel=LOSS_RTOL)
 
+    # and the other way: a checkpoint the original script wrote (its optimizer state numbers the
+    # parameters) resumes in the converted script, as it does in the original
+    original_checkpoint = tmp_path / "original_checkpoint.pt"
+    run_python(original, ["--batch-size", "16", "--no-shuffle", "--epochs", "2", "--checkpoint", str(original_checkpoint)],
+               tmp_path / "original_two.pt")
+    resume = ["--no-shuffle", "--epochs", "3", "--batch-size", "16", "--resume", str(original_checkpoint)]
+    by_original = run_python(original, resume, tmp_path / "original_resumed_own.pt")
+    one_rank = run_torchrun(converted, 1, [*resume, "--checkpoint", str(tmp_path / "next.pt")], tmp_path / "one_rank_own.pt")
+    assert_same_weights(one_rank.weights, by_original.weights)
+
 
 def test_mixed_precision_and_cpu_offload_train_and_save_full_weights(tmp_path: Path) -> None:
     """--mixed-precision bf16 --cpu-offload on a CPU host: the policies build (pinned memory only

@@ -5,6 +5,7 @@ import torch.nn as nn
 from torch.utils.data import DataLoader, TensorDataset
 import torch.distributed as dist
 from torch.distributed.fsdp import fully_shard
+from torch.distributed.device_mesh import init_device_mesh
 from torch.utils.data.distributed import DistributedSampler
 from torch.distributed.checkpoint.state_dict import get_model_state_dict, StateDictOptions
 
@@ -25,7 +26,8 @@ def main():
     data = TensorDataset(torch.randn(330, 16), torch.randint(0, 5, (330,)))
     loader = DataLoader(data, batch_size=10, sampler=DistributedSampler(data, shuffle=True))
     model = nn.Sequential(nn.Linear(16, 64), nn.ReLU(), nn.Linear(64, 5))
-    fully_shard(model)
+    # the model stays on the CPU, as the script keeps it (by default FSDP2 would move it to the GPU)
+    fully_shard(model, mesh=init_device_mesh("cpu", (dist.get_world_size(),)))
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)
     accumulation_steps = 4
     for epoch in range(3):

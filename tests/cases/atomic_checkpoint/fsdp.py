@@ -7,6 +7,7 @@ import torch.nn as nn
 from torch.utils.data import DataLoader, TensorDataset
 import torch.distributed as dist
 from torch.distributed.fsdp import fully_shard
+from torch.distributed.device_mesh import init_device_mesh
 from torch.utils.data.distributed import DistributedSampler
 from torch.distributed.checkpoint.state_dict import (
     get_model_state_dict,
@@ -37,7 +38,8 @@ def main():
     train_loader = DataLoader(train, batch_size=32, sampler=DistributedSampler(train, shuffle=True))
     val_loader = DataLoader(val, batch_size=64)
     model = nn.Linear(10, 2)
-    fully_shard(model)
+    # the model stays on the CPU, as the script keeps it (by default FSDP2 would move it to the GPU)
+    fully_shard(model, mesh=init_device_mesh("cpu", (dist.get_world_size(),)))
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
     best = 0.0
     for epoch in range(5):

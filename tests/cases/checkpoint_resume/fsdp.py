@@ -16,6 +16,19 @@ from torch.distributed.checkpoint.state_dict import (
 )
 
 
+def named_optimizer_state(model, optimizer, state):
+    """`state` keyed by parameter names, as set_optimizer_state_dict wants it: a state dict saved
+    by the single-process script numbers the parameters in the order of the optimizer's groups."""
+    if not state or not any(isinstance(key, int) for key in state["state"]):
+        return state
+    names = {id(parameter): name for name, parameter in model.named_parameters()}
+    ordered = [names[id(parameter)] for group in optimizer.param_groups for parameter in group["params"]]
+    return {
+        "state": {ordered[key]: value for key, value in state["state"].items()},
+        "param_groups": [{**group, "params": [ordered[key] for key in group["params"]]} for group in state["param_groups"]],
+    }
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--epochs", type=int, default=20)
@@ -51,7 +64,7 @@ def main():
     if args.resume:
         ckpt = torch.load(args.resume, map_location=device)
         set_model_state_dict(model, ckpt["model"], options=StateDictOptions(full_state_dict=True, broadcast_from_rank0=True))
-        set_optimizer_state_dict(model, optimizer, ckpt["optimizer"], options=StateDictOptions(full_state_dict=True, broadcast_from_rank0=True))
+        set_optimizer_state_dict(model, optimizer, named_optimizer_state(model, optimizer, ckpt["optimizer"]), options=StateDictOptions(full_state_dict=True, broadcast_from_rank0=True))
         start_epoch = ckpt["epoch"] + 1
         if dist.get_rank() == 0:
             print(f"resumed from {args.resume} at epoch {start_epoch}")

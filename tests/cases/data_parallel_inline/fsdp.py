@@ -43,6 +43,7 @@ def main():
             loss.backward()
             optimizer.step()
     model_state = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))  # every rank gathers; rank 0 gets the full weights
+    model_state = {f"module.{key}": value for key, value in model_state.items()}  # the keys nn.DataParallel saved
     if dist.get_rank() == 0:
         torch.save({"state_dict": model_state}, "model.pth")
     dist.barrier()  # no rank exits while rank 0 still writes its files

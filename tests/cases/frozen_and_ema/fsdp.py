@@ -1,15 +1,10 @@
 import argparse
 import copy
-import os
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils.data import DataLoader, TensorDataset
-import torch.distributed as dist
-from torch.distributed.fsdp import fully_shard
-from torch.utils.data.distributed import DistributedSampler
-from torch.distributed.checkpoint.state_dict import get_model_state_dict, StateDictOptions
 
 
 class AutoEncoder(nn.Module):
@@ -37,19 +32,10 @@ def main():
     parser.add_argument("--perceptual-weight", type=float, default=0.1)
     args = parser.parse_args()
 
-    # torchrun sets these; plain `python train.py` runs as a single process (port 0: any free one)
-    for key, value in dict(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT="0").items():
-        os.environ.setdefault(key, value)
-    local_rank = int(os.environ["LOCAL_RANK"])
-    if torch.cuda.is_available():
-        torch.cuda.set_device(local_rank)
-    dist.init_process_group("cpu:gloo,cuda:nccl" if torch.cuda.is_available() else "gloo")
-
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     torch.manual_seed(0)
     data = torch.randn(640, 32)
-    train_dataset = TensorDataset(data)
-    loader = DataLoader(train_dataset, batch_size=args.batch_size, sampler=DistributedSampler(train_dataset, shuffle=True))
+    loader = DataLoader(TensorDataset(data), batch_size=args.batch_size, shuffle=True)
     val_x = torch.randn(64, 32).to(device)
 
     # a frozen network: called in every step, but no optimizer holds its parameters
@@ -58,12 +44,10 @@ def main():
         p.requires_grad = False
 
     model = AutoEncoder().to(device)
-    fully_shard(model)
     ema_model = copy.deepcopy(model).eval().requires_grad_(False)
     optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
 
     for epoch in range(args.epochs):
-        loader.sampler.set_epoch(epoch)
         model.train()
         for (x,) in loader:
             x = x.to(device)
@@ -79,15 +63,10 @@ def main():
 
         with torch.no_grad():
             val_loss = F.mse_loss(ema_model(val_x), val_x)
-        if dist.get_rank() == 0:
-            print(f"epoch {epoch}: train {loss.item():.4f} ema val {val_loss.item():.4f}")
+        print(f"epoch {epoch}: train {loss.item():.4f} ema val {val_loss.item():.4f}")
 
-    model_state = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))  # every rank gathers; rank 0 gets the full weights
-    if dist.get_rank() == 0:
-        torch.save(model_state, "autoencoder.pt")
-        torch.save(ema_model.state_dict(), "autoencoder_ema.pt")
-    dist.barrier()  # no rank exits while rank 0 still writes its files
-    dist.destroy_process_group()
+    torch.save(model.state_dict(), "autoencoder.pt")
+    torch.save(ema_model.state_dict(), "autoencoder_ema.pt")
 
 
 if __name__ == "__main__":

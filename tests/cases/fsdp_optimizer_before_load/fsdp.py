@@ -16,6 +16,19 @@ from torch.distributed.checkpoint.state_dict import (
 )
 
 
+def named_optimizer_state(model, optimizer, state):
+    """`state` keyed by parameter names, as set_optimizer_state_dict wants it: a state dict saved
+    by the single-process script numbers the parameters in the order of the optimizer's groups."""
+    if not state or not any(isinstance(key, int) for key in state["state"]):
+        return state
+    names = {id(parameter): name for name, parameter in model.named_parameters()}
+    ordered = [names[id(parameter)] for group in optimizer.param_groups for parameter in group["params"]]
+    return {
+        "state": {ordered[key]: value for key, value in state["state"].items()},
+        "param_groups": [{**group, "params": [ordered[key] for key in group["params"]]} for group in state["param_groups"]],
+    }
+
+
 class Regressor(nn.Module):
     def __init__(self):
         super().__init__()
@@ -52,7 +65,7 @@ scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=2)
 if args.resume:
     state = torch.load(args.resume, map_location=device)
     set_model_state_dict(model, state["model"], options=StateDictOptions(full_state_dict=True, broadcast_from_rank0=True, strict=False))
-    set_optimizer_state_dict(model, optimizer, state["optimizer"], options=StateDictOptions(full_state_dict=True, broadcast_from_rank0=True))
+    set_optimizer_state_dict(model, optimizer, named_optimizer_state(model, optimizer, state["optimizer"]), options=StateDictOptions(full_state_dict=True, broadcast_from_rank0=True))
 model = model.to(device)
 best_loss = float("inf")
 best_state = None

@@ -3,6 +3,7 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 import torch.distributed as dist
 from torch.distributed.fsdp import fully_shard
+from torch.distributed.device_mesh import init_device_mesh
 from torch.utils.data.distributed import DistributedSampler
 from torch.distributed.checkpoint.state_dict import get_model_state_dict, StateDictOptions
 
@@ -23,7 +24,8 @@ def main():
     ds = TensorDataset(torch.randn(64, 3), torch.randn(64, 1))
     loader = DataLoader(ds, batch_size=8, sampler=DistributedSampler(ds, shuffle=True))
     model = torch.nn.Linear(3, 1)
-    fully_shard(model)
+    # the model stays on the CPU, as the script keeps it (by default FSDP2 would move it to the GPU)
+    fully_shard(model, mesh=init_device_mesh("cpu", (dist.get_world_size(),)))
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     batches = infinite(loader)
     for it in range(100):

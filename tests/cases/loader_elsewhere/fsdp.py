@@ -7,6 +7,7 @@ from torch.utils.data import DataLoader, TensorDataset
 from data import build_train_loader
 import torch.distributed as dist
 from torch.distributed.fsdp import fully_shard
+from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.checkpoint.state_dict import get_model_state_dict, StateDictOptions
 
 
@@ -28,7 +29,8 @@ def main():
     dist.init_process_group("cpu:gloo,cuda:nccl" if torch.cuda.is_available() else "gloo")
 
     model = nn.Linear(6, 1)
-    fully_shard(model)
+    # the model stays on the CPU, as the script keeps it (by default FSDP2 would move it to the GPU)
+    fully_shard(model, mesh=init_device_mesh("cpu", (dist.get_world_size(),)))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     train_loader = build_train_loader(batch_size=32)
     val_loader = DataLoader(TensorDataset(torch.randn(64, 6), torch.randn(64, 1)), batch_size=64)

@@ -5,6 +5,7 @@ import torch.nn as nn
 from torch.utils.data import DataLoader, TensorDataset
 import torch.distributed as dist
 from torch.distributed.fsdp import fully_shard
+from torch.distributed.device_mesh import init_device_mesh
 from torch.utils.data.distributed import DistributedSampler
 
 
@@ -20,7 +21,8 @@ def main():
     data = TensorDataset(torch.randn(200, 5), torch.randn(200, 1))
     loader = DataLoader(data, batch_size=20, sampler=DistributedSampler(data, shuffle=True))
     model = nn.Linear(5, 1)
-    fully_shard(model)
+    # the model stays on the CPU, as the script keeps it (by default FSDP2 would move it to the GPU)
+    fully_shard(model, mesh=init_device_mesh("cpu", (dist.get_world_size(),)))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
 
     if dist.get_rank() == 0:

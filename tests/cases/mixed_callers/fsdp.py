@@ -5,6 +5,7 @@ import torch
 from torch import nn
 import torch.distributed as dist
 from torch.distributed.fsdp import fully_shard, register_fsdp_forward_method
+from torch.distributed.device_mesh import init_device_mesh
 
 
 class TinyLM(nn.Module):
@@ -37,7 +38,8 @@ def main():
     dist.init_process_group("cpu:gloo,cuda:nccl" if torch.cuda.is_available() else "gloo")
 
     model = TinyLM()
-    fully_shard(model)
+    # the model stays on the CPU, as the script keeps it (by default FSDP2 would move it to the GPU)
+    fully_shard(model, mesh=init_device_mesh("cpu", (dist.get_world_size(),)))
     register_fsdp_forward_method(model, "next_token")  # gathers the weights around it, as around forward()
     baseline = TinyLM()
     message = generate(baseline, torch.zeros(1, 1, dtype=torch.long))  # computed on every rank: it may run the model

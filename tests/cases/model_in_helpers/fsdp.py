@@ -4,7 +4,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils.data import DataLoader, TensorDataset
 import torch.distributed as dist
-from torch.distributed.fsdp import fully_shard
+from torch.distributed.fsdp import fully_shard, register_fsdp_forward_method
+from torch.distributed.device_mesh import init_device_mesh
 from torch.utils.data.distributed import DistributedSampler
 from torch.distributed.checkpoint.state_dict import get_model_state_dict, StateDictOptions
 
@@ -46,7 +47,9 @@ def describe(net):
 class Trainer:
     def __init__(self, model, loader, lr):
         self.model = model
-        fully_shard(self.model)
+        # the model stays on the CPU, as the script keeps it (by default FSDP2 would move it to the GPU)
+        fully_shard(self.model, mesh=init_device_mesh("cpu", (dist.get_world_size(),)))
+        register_fsdp_forward_method(self.model, "generate")  # gathers the weights around it, as around forward()
         self.loader = loader
         self.optimizer = torch.optim.SGD(model.parameters(), lr=lr)
 

@@ -6,6 +6,7 @@ import torch.nn as nn
 from torch.utils.data import DataLoader, TensorDataset
 import torch.distributed as dist
 from torch.distributed.fsdp import fully_shard
+from torch.distributed.device_mesh import init_device_mesh
 from torch.utils.data.distributed import DistributedSampler
 
 try:
@@ -38,7 +39,8 @@ def main():
     train_dataset = TensorDataset(x, y)
     loader = DataLoader(train_dataset, batch_size=args.batch_size, sampler=DistributedSampler(train_dataset, shuffle=True))
     model = nn.Sequential(nn.Linear(6, CONFIG["hidden"]), nn.ReLU(), nn.Linear(CONFIG["hidden"], 1))
-    fully_shard(model)
+    # the model stays on the CPU, as the script keeps it (by default FSDP2 would move it to the GPU)
+    fully_shard(model, mesh=init_device_mesh("cpu", (dist.get_world_size(),)))
     optimizer = torch.optim.SGD(model.parameters(), lr=CONFIG["lr"])
 
     for epoch in range(CONFIG["epochs"]):

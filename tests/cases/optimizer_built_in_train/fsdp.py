@@ -5,6 +5,7 @@ import torch.nn as nn
 from torch.utils.data import DataLoader, TensorDataset
 import torch.distributed as dist
 from torch.distributed.fsdp import fully_shard
+from torch.distributed.device_mesh import init_device_mesh
 from torch.utils.data.distributed import DistributedSampler
 from torch.distributed.checkpoint.state_dict import get_model_state_dict, StateDictOptions
 
@@ -34,7 +35,8 @@ def main():
     data = TensorDataset(torch.randn(512, 12), torch.randint(0, 2, (512,)))
     loader = DataLoader(data, batch_size=32, sampler=DistributedSampler(data, shuffle=True))
     model = nn.Sequential(nn.Linear(12, 32), nn.ReLU(), nn.Linear(32, 2))
-    fully_shard(model)
+    # the model stays on the CPU, as the script keeps it (by default FSDP2 would move it to the GPU)
+    fully_shard(model, mesh=init_device_mesh("cpu", (dist.get_world_size(),)))
     train(model, loader, epochs=3, lr=3e-4)
     model_state = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))  # every rank gathers; rank 0 gets the full weights
     if dist.get_rank() == 0:

@@ -5,6 +5,7 @@ import torch.nn as nn
 from torch.utils.data import DataLoader, TensorDataset
 import torch.distributed as dist
 from torch.distributed.fsdp import fully_shard
+from torch.distributed.device_mesh import init_device_mesh
 from torch.utils.data.distributed import DistributedSampler
 from torch.distributed.checkpoint.state_dict import get_model_state_dict, StateDictOptions
 
@@ -31,7 +32,8 @@ if __name__ == "__main__":
     train_dataset = TensorDataset(torch.randn(128, 5), torch.randn(128, 1))
     loader = DataLoader(train_dataset, batch_size=16, sampler=DistributedSampler(train_dataset, shuffle=True))
     model = nn.Linear(5, 1)
-    fully_shard(model)
+    # the model stays on the CPU, as the script keeps it (by default FSDP2 would move it to the GPU)
+    fully_shard(model, mesh=init_device_mesh("cpu", (dist.get_world_size(),)))
     fit(3, 0.05)
     model_state = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))  # every rank gathers; rank 0 gets the full weights
     if dist.get_rank() == 0:

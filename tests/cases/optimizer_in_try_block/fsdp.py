@@ -7,6 +7,7 @@ import torch.nn as nn
 from torch.utils.data import DataLoader, TensorDataset
 import torch.distributed as dist
 from torch.distributed.fsdp import fully_shard
+from torch.distributed.device_mesh import init_device_mesh
 from torch.utils.data.distributed import DistributedSampler
 from torch.distributed.checkpoint.state_dict import get_model_state_dict, StateDictOptions
 
@@ -27,7 +28,8 @@ dist.init_process_group("cpu:gloo,cuda:nccl" if torch.cuda.is_available() else "
 data = TensorDataset(torch.randn(300, 7), torch.randn(300, 2))
 loader = DataLoader(data, batch_size=20, sampler=DistributedSampler(data, shuffle=True))
 model = nn.Sequential(nn.Linear(7, 40), nn.GELU(), nn.Linear(40, 2))
-fully_shard(model)
+# the model stays on the CPU, as the script keeps it (by default FSDP2 would move it to the GPU)
+fully_shard(model, mesh=init_device_mesh("cpu", (dist.get_world_size(),)))
 
 try:
     if args.optimizer == "sgd":

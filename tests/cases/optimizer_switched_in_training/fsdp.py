@@ -5,6 +5,7 @@ import torch.nn as nn
 from torch.utils.data import DataLoader, TensorDataset
 import torch.distributed as dist
 from torch.distributed.fsdp import fully_shard
+from torch.distributed.device_mesh import init_device_mesh
 from torch.utils.data.distributed import DistributedSampler
 
 
@@ -21,7 +22,8 @@ def main():
     valid_x, valid_y = torch.randn(100, 10), torch.randn(100, 1)
     loader = DataLoader(train_set, batch_size=25, sampler=DistributedSampler(train_set, shuffle=True))
     model = nn.Sequential(nn.Linear(10, 30), nn.ReLU(), nn.Linear(30, 1))
-    fully_shard(model)
+    # the model stays on the CPU, as the script keeps it (by default FSDP2 would move it to the GPU)
+    fully_shard(model, mesh=init_device_mesh("cpu", (dist.get_world_size(),)))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     history = []
     for epoch in range(20):

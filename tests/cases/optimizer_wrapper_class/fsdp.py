@@ -5,6 +5,7 @@ import torch.nn as nn
 from torch.utils.data import DataLoader, TensorDataset
 import torch.distributed as dist
 from torch.distributed.fsdp import fully_shard
+from torch.distributed.device_mesh import init_device_mesh
 from torch.utils.data.distributed import DistributedSampler
 from torch.distributed.checkpoint.state_dict import get_model_state_dict, StateDictOptions
 
@@ -41,7 +42,8 @@ def main():
     data = TensorDataset(torch.randn(512, 32), torch.randint(0, 4, (512,)))
     loader = DataLoader(data, batch_size=32, sampler=DistributedSampler(data, shuffle=True))
     model = nn.Sequential(nn.Linear(32, 64), nn.GELU(), nn.Linear(64, 4))
-    fully_shard(model)
+    # the model stays on the CPU, as the script keeps it (by default FSDP2 would move it to the GPU)
+    fully_shard(model, mesh=init_device_mesh("cpu", (dist.get_world_size(),)))
     optimizer = WarmupOptimizer(torch.optim.Adam(model.parameters(), betas=(0.9, 0.98)), 64, 100)
 
     for epoch in range(3):

@@ -6,6 +6,7 @@ from torch.utils.data import DataLoader, TensorDataset
 import torch.distributed as dist
 from torch.distributed.fsdp import fully_shard
 from torch.utils.data.distributed import DistributedSampler
+from torch.distributed.checkpoint.state_dict import get_model_state_dict, StateDictOptions
 
 
 def main():
@@ -31,10 +32,13 @@ def main():
         loss = nn.functional.smooth_l1_loss(net(signals), boxes)
         loss.backward()
         optimizer.step()
-        if iteration % 10 == 0 and dist.get_rank() == 0:
-            torch.save(detector.state_dict(), f"detector_{iteration}.pth")
+        if iteration % 10 == 0:
+            detector_state = get_model_state_dict(detector, options=StateDictOptions(full_state_dict=True, cpu_offload=True))  # every rank gathers; rank 0 gets the full weights
+            if dist.get_rank() == 0:
+                torch.save(detector_state, f"detector_{iteration}.pth")
+    detector_state = get_model_state_dict(detector, options=StateDictOptions(full_state_dict=True, cpu_offload=True))  # every rank gathers; rank 0 gets the full weights
     if dist.get_rank() == 0:
-        torch.save(detector.state_dict(), "detector_final.pth")
+        torch.save(detector_state, "detector_final.pth")
     dist.barrier()  # no rank exits while rank 0 still writes its files
     dist.destroy_process_group()
 

@@ -4,6 +4,7 @@ import torch.nn as nn
 from torch.utils.data import DataLoader, TensorDataset
 import torch.distributed as dist
 from torch.distributed.fsdp import fully_shard
+from torch.distributed.device_mesh import init_device_mesh
 from torch.utils.data.distributed import DistributedSampler
 from torch.distributed.checkpoint.state_dict import get_model_state_dict, StateDictOptions
 
@@ -20,7 +21,8 @@ def main():
     dataset = TensorDataset(torch.randn(256, 4), torch.randn(256, 1))
     loader = DataLoader(dataset, 16, sampler=DistributedSampler(dataset, shuffle=True))
     model = nn.Linear(4, 1)
-    fully_shard(model)
+    # the model stays on the CPU, as the script keeps it (by default FSDP2 would move it to the GPU)
+    fully_shard(model, mesh=init_device_mesh("cpu", (dist.get_world_size(),)))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
     for epoch in range(2):
         loader.sampler.set_epoch(epoch)

@@ -7,6 +7,7 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 import torch.distributed as dist
 from torch.distributed.fsdp import fully_shard
+from torch.distributed.device_mesh import init_device_mesh
 from torch.utils.data.distributed import DistributedSampler
 
 logging.basicConfig(level=logging.INFO)
@@ -30,7 +31,8 @@ def main():
     dataset = TensorDataset(torch.randn(64, 4), torch.randn(64, 1))
     loader = DataLoader(dataset, batch_size=8, sampler=DistributedSampler(dataset, shuffle=True))
     model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
-    fully_shard(model)
+    # the model stays on the CPU, as the script keeps it (by default FSDP2 would move it to the GPU)
+    fully_shard(model, mesh=init_device_mesh("cpu", (dist.get_world_size(),)))
     if dist.get_rank() == 0:
         print(model)
         logger.info("parameters: %d", sum(p.numel() for p in model.parameters()))

@@ -5,6 +5,7 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset, random_split
 import torch.distributed as dist
 from torch.distributed.fsdp import fully_shard
+from torch.distributed.device_mesh import init_device_mesh
 from torch.utils.data.distributed import DistributedSampler
 
 
@@ -22,7 +23,8 @@ def main():
     loader = DataLoader(train_set, batch_size=8, sampler=DistributedSampler(train_set, shuffle=True))
     valid_loader = DataLoader(valid_set, batch_size=20)
     model = nn.Linear(4, 1)
-    fully_shard(model)
+    # the model stays on the CPU, as the script keeps it (by default FSDP2 would move it to the GPU)
+    fully_shard(model, mesh=init_device_mesh("cpu", (dist.get_world_size(),)))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     for epoch in range(2):
         loader.sampler.set_epoch(epoch)

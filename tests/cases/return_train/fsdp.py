@@ -6,12 +6,14 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 import torch.distributed as dist
 from torch.distributed.fsdp import fully_shard
+from torch.distributed.device_mesh import init_device_mesh
 from torch.utils.data.distributed import DistributedSampler
 
 
 def train(args):
     model = nn.Linear(4, 1)
-    fully_shard(model)
+    # the model stays on the CPU, as the script keeps it (by default FSDP2 would move it to the GPU)
+    fully_shard(model, mesh=init_device_mesh("cpu", (dist.get_world_size(),)))
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     train_dataset = TensorDataset(torch.randn(32, 4), torch.randn(32, 1))
     loader = DataLoader(train_dataset, batch_size=8, sampler=DistributedSampler(train_dataset, shuffle=True))

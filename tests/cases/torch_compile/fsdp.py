@@ -49,6 +49,9 @@ def main():
     train_loader = DataLoader(train_dataset, batch_size=args.batch_size, sampler=DistributedSampler(train_dataset, shuffle=True), drop_last=True)
 
     model = ResidualMLP().to(device)
+    for submodule in model.modules():  # each block's weights are gathered only while it runs
+        if isinstance(submodule, torch.nn.Linear):
+            fully_shard(submodule)
     fully_shard(model)
     # compile for speed (PyTorch 2.x)
     model = torch.compile(model)

@@ -35,8 +35,9 @@ def main():
 
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     model = build().to(device)
-    optimizer = make_optimizer(model)
+    # FSDP2: sharded before the optimizer is built, so that it holds the sharded parameters
     fully_shard(model)
+    optimizer = make_optimizer(model)
     for step in range(100):
         x = torch.randn(32, 10, device=device)
         y = Tensor(32, 1).normal_().to(device)

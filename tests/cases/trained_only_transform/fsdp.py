@@ -41,8 +41,9 @@ def main():
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     normalize = Normalize([0.5, 0.5, 0.5], [0.25, 0.25, 0.25]).to(device)
     model = Net().to(device)
-    optimizer = make_optimizer(model, 0.1)
+    # FSDP2: sharded before the optimizer is built, so that it holds the sharded parameters
     fully_shard(model)
+    optimizer = make_optimizer(model, 0.1)
     for step in range(100):
         images = torch.rand(16, 3, 32, 32, device=device)
         labels = torch.randint(0, 10, (16,), device=device)

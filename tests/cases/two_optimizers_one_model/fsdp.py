@@ -5,6 +5,7 @@ import torch.nn as nn
 from torch.utils.data import DataLoader, TensorDataset
 import torch.distributed as dist
 from torch.distributed.fsdp import fully_shard
+from torch.distributed.device_mesh import init_device_mesh
 from torch.utils.data.distributed import DistributedSampler
 from torch.distributed.checkpoint.state_dict import get_model_state_dict, StateDictOptions
 
@@ -22,7 +23,8 @@ def main():
     loader = DataLoader(samples, batch_size=16, sampler=DistributedSampler(samples, shuffle=True))
 
     model = nn.Sequential(nn.Linear(20, 64), nn.ReLU(), nn.Linear(64, 3))
-    fully_shard(model)
+    # the model stays on the CPU, as the script keeps it (by default FSDP2 would move it to the GPU)
+    fully_shard(model, mesh=init_device_mesh("cpu", (dist.get_world_size(),)))
     body_optimizer = torch.optim.SGD(model[0].parameters(), lr=1e-3, momentum=0.9)
     head_optimizer = torch.optim.Adam(model[2].parameters(), lr=1e-2)
 

@@ -9,6 +9,7 @@ from torch.utils.data import DataLoader, TensorDataset
 from utils import *  # save_checkpoint, AverageMeter
 import torch.distributed as dist
 from torch.distributed.fsdp import fully_shard
+from torch.distributed.device_mesh import init_device_mesh
 from torch.utils.data.distributed import DistributedSampler
 from torch.distributed.checkpoint.state_dict import get_model_state_dict, StateDictOptions
 
@@ -43,7 +44,8 @@ def main():
     val_loader = DataLoader(TensorDataset(x[1792:], y[1792:]), batch_size=256)
 
     model = nn.Sequential(nn.Linear(10, 32), nn.ReLU(), nn.Linear(32, 2))
-    fully_shard(model)
+    # the model stays on the CPU, as the script keeps it (by default FSDP2 would move it to the GPU)
+    fully_shard(model, mesh=init_device_mesh("cpu", (dist.get_world_size(),)))
     criterion = nn.CrossEntropyLoss()
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
     scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(optimizer, factor=0.5, patience=2)

@@ -7,6 +7,7 @@ import wandb
 from torch.utils.data import DataLoader, TensorDataset
 import torch.distributed as dist
 from torch.distributed.fsdp import fully_shard
+from torch.distributed.device_mesh import init_device_mesh
 from torch.utils.data.distributed import DistributedSampler
 from torch.distributed.checkpoint.state_dict import get_model_state_dict, StateDictOptions
 
@@ -27,7 +28,8 @@ def main():
     data = TensorDataset(torch.randn(256, 6), torch.randn(256, 1))
     loader = DataLoader(data, batch_size=config.batch_size, sampler=DistributedSampler(data, shuffle=True))
     model = nn.Linear(6, 1)
-    fully_shard(model)
+    # the model stays on the CPU, as the script keeps it (by default FSDP2 would move it to the GPU)
+    fully_shard(model, mesh=init_device_mesh("cpu", (dist.get_world_size(),)))
     optimizer = torch.optim.SGD(model.parameters(), lr=config.lr)
     for epoch in range(config.epochs):
         loader.sampler.set_epoch(epoch)

@@ -1,0 +1,75 @@
+"""What the script does with the model's weights outside its forward once `fully_shard` made them
+shards, that the conversion cannot follow. Each rank then holds a DTensor of its own rows of
+every weight, and torch 2.13 refuses:
+- `copy.deepcopy(model)` (an EMA or target copy made after the shard): "FSDP does not support deepcopy";
+- weights paired with another module's in `zip(...)` (`for ema_p, p in zip(ema.parameters(),
+  model.parameters())`, a target network's soft update): "mixed torch.Tensor and DTensor";
+- a weight taken out to a plain tensor (`model.weight.detach().cpu()`): only this rank's rows,
+  and the same mixed-tensor error once it meets a plain tensor.
+The converted script would crash there, so the file is left unchanged (MIG307), the line named.
+"""
+
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+
+from migrate.analysis.index import spell
+from migrate.analysis.models import aliases, is_after
+from migrate.analysis.sites import ModelSite
+from migrate.steps.base import Context
+
+WEIGHT_READS = ("parameters", "named_parameters", "state_dict")
+TAKEN_OUT = re.compile(r"\.(?:weight|bias)(?:\.\w+|\[[^]]*\])*\.(?:cpu|numpy|tolist|detach|data)\b")
+
+
+def fsdp_reads(ctx: Context) -> None:
+    for site in ctx.sites.models:
+        found = _unfollowable(ctx, site)
+        if found is not None:
+            node, what = found
+            ctx.report("MIG307", f"{what}, after `{site.spelling}` is sharded: each rank "
+                       "holds only its shards of the weights there (DTensors), which torch cannot copy or mix with "
+                       "plain tensors, so the converted script would fail; do it before the shard or inside the "
+                       "model's forward(), or gather with `.full_tensor()` on every rank; the file is left unchanged",
+                       node)
+            ctx.refused = True
+            return
+
+
+def _unfollowable(ctx: Context, site: ModelSite) -> tuple[cst.CSTNode, str] | None:
+    index = ctx.index
+    names = aliases(index, site)
+    for call in index.calls:
+        if not is_after(index, call.place.stmt, site):
+            continue
+        qualified = index.qualify(call.node.func) or ""
+        arguments = [arg.value for arg in call.node.args]
+        if qualified == "copy.deepcopy" and arguments and (spell(arguments[0]), call.place.scope.name) in names:
+            return call.node, f"`{ctx.code(call.node)}` copies the sharded module"
+        if qualified == "zip" and len(arguments) > 1:
+            sharded = [a for a in arguments if _reads_weights(a, names, call.place.scope.name)]
+            if sharded and len(sharded) < len(arguments):
+                return call.node, f"`{ctx.code(call.node)}` pairs its weights with another module's"
+    for use in index.attributes:
+        owner_root = use.owner.split(".")[0] if not use.owner.startswith("self.") else ".".join(use.owner.split(".")[:2])
+        if use.called or use.node.attr.value not in ("weight", "bias"):
+            continue
+        if (owner_root, use.place.scope.name) not in names or not is_after(index, use.place.stmt, site):
+            continue
+        text = ctx.code(use.place.stmt)
+        spelled = re.escape(f"{use.owner}.{use.node.attr.value}")
+        if re.search(spelled.rsplit(r"\.", 1)[0] + TAKEN_OUT.pattern, text):
+            return use.node, f"`{use.owner}.{use.node.attr.value}` is taken out of the model as a plain tensor"
+    return None
+
+
+def _reads_weights(value: cst.BaseExpression, names: set[tuple[str, str]], scope: str) -> bool:
+    """`model.parameters()`, `model.state_dict().values()`: the model's weights, under one of its names."""
+    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):
+        owner = spell(value.func.value)
+        if value.func.attr.value in WEIGHT_READS and (owner, scope) in names:
+            return True
+        value = value.func.value
+    return False
