@@ -60,6 +60,12 @@ def without_module(ctx: Context, site: ModelSite) -> None:
 def shard(ctx: Context, site: ModelSite) -> None:
     """The fully_shard calls for one model: where DDP would wrap it, or above its optimizer."""
     moved = _above_its_optimizer(ctx, site)
+    if moved is not None and _binds_on_the_same_line(ctx, moved, site):
+        ctx.report("MIG308", f"`{ctx.code(moved).strip()}` builds `{site.spelling}` and an optimizer over it on one "
+                   "line: FSDP2 must shard the model between the two, so put the optimizer on a line of its own; the "
+                   "file is left unchanged", moved)
+        ctx.refused = True
+        return
     blocks = model_blocks(ctx.index, site, ctx.path, ctx.options.shard)
     methods, parts = _called_outside_forward(ctx, site, blocks)
     new = statements(_shard_code(ctx, site, blocks, moved, parts) + _registrations(ctx, site, methods))
@@ -129,6 +135,13 @@ def _optimizers_built(ctx: Context) -> list[tuple[cst.BaseStatement, object, set
                 if name is not None:
                     found.append((caller.place.stmt, caller.place.scope, {name}))
     return found
+
+
+def _binds_on_the_same_line(ctx: Context, stmt: cst.BaseStatement, site: ModelSite) -> bool:
+    """`model = Net(); optimizer = SGD(model.parameters())`: the model is bound on the optimizer's line."""
+    if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) < 2:
+        return False
+    return any(b.place.stmt is stmt and b.target == site.spelling for b in ctx.index.bindings)
 
 
 def _holds(ctx: Context, call: cst.Call, scope) -> set[str]:  # type: ignore[no-untyped-def]

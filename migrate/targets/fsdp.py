@@ -130,6 +130,7 @@ FSDP = Target(
         "MIG304": (Severity.WARNING, "FSDP: loss scaling: a GradScaler becomes ShardedGradScaler, or fp16 runs without one"),
         "MIG305": (Severity.NOTE, "FSDP: a script on DistributedDataParallel moved to fully_shard; its process group, samplers and rank guards kept"),
         "MIG307": (Severity.WARNING, "FSDP: the script copies the sharded model, pairs its weights with another module's, or takes a weight out as a plain tensor: left unchanged"),
+        "MIG308": (Severity.WARNING, "FSDP: the model and an optimizer over it are built on one line, where the shard cannot go between them: left unchanged"),
         "MIG306": (Severity.WARNING, "FSDP: a DistributedDataParallel wrap the move to fully_shard cannot follow: left unchanged"),
     },
 )
