@@ -582,6 +582,11 @@ NOT_COMPUTATION = frozenset(
 Explanation = list
 
 
+# Why a module trained through another method cannot be converted, as a wrapper's target says it;
+# a target whose wrapper keeps the class says it its own way (steps.trained_models)
+ONLY_FORWARD = "a wrapper only sees forward(), so that work bypasses it"
+
+
 def unwrappable(index: ScriptIndex, training: set[str], stepped: list[Stepped], chosen: list[Candidate],
                 fallback: cst.CSTNode | None) -> tuple[Explanation, cst.CSTNode | None] | None:
     """Why the module training updates cannot be wrapped (MIG104), in the script's own words;
@@ -611,7 +616,7 @@ def unwrappable(index: ScriptIndex, training: set[str], stepped: list[Stepped], 
     if module_call is not None:
         owner, use = module_call
         return [f"`{owner}` is called only through `{owner}.{use.node.attr.value}(...)` (line ", use.node, "), not through "
-                "its forward(): a wrapper only sees forward(), so that work bypasses it; route the training "
+                f"its forward(): {ONLY_FORWARD}; route the training "
                 "computation through forward(); the file is left unchanged"], use.node
     return ["no module this file builds is called in the training code (it may be built or run in another module); "
             "the file is left unchanged: wrap the trained module by hand"], fallback
@@ -660,7 +665,7 @@ def _not_called(index: ScriptIndex, reached: set[str], owner: Owner, optimizer: 
         inside = _runs_inside(index, use, owner)
         runs: Explanation = [f", which runs `{index.module.code_for_node(inside.node)}(...)` (line ", inside.node, ")"] if inside else []
         return [f"{subject} (line ", owner.node, f"), which is called only through `{called}(...)` (line ", use.node, ")",
-                *runs, ", not through its forward(): a wrapper only sees forward(), so that work bypasses it; "
+                *runs, f", not through its forward(): {ONLY_FORWARD}; "
                 "route the training computation through forward(); the file is left unchanged"], use.node
     return [f"{subject} (line ", owner.node, "), which the training code of this file never calls by name (it may run through a "
             "container, a callback or another module); the file is left unchanged: wrap it by hand where its forward runs"], owner.node

@@ -6,7 +6,14 @@ trained module silently train apart.
 
 from __future__ import annotations
 
+from migrate.analysis.models import ONLY_FORWARD
 from migrate.steps.base import Context
+
+# FSDP2 (fully_shard keeps the class) gathers the weights around forward() and registered methods;
+# the conversion registers only methods called outside training
+SHARDED_ONLY_FORWARD = ("FSDP2 gathers the weights only around forward() and around methods registered with "
+                        "register_fsdp_forward_method, which this conversion does only for methods called outside "
+                        "training, so that work would read shards")
 
 
 def refuse_unwrappable(ctx: Context) -> None:
@@ -14,6 +21,8 @@ def refuse_unwrappable(ctx: Context) -> None:
         return
     parts, node = ctx.sites.unwrappable
     text = "".join(part if isinstance(part, str) else str(ctx.position(part)[0]) for part in parts)
+    if ctx.wrapper is not None and not ctx.wrapper.through_module:
+        text = text.replace(ONLY_FORWARD, SHARDED_ONLY_FORWARD)
     ctx.report("MIG104", text, node)
     ctx.refused = True
 

@@ -74,8 +74,11 @@ class Target:
         kept = [f for f in frameworks if f not in self.replaces]
         if not kept:
             return None
-        framework = kept[0]
-        own = framework in self.markers.values() or framework == self.framework
+        owned = {f for f in kept if f in self.markers.values() or f == self.framework}
+        # the most telling name: a framework rather than the bare process group every one of them
+        # starts with, the target's own before another
+        framework = min(kept, key=lambda f: (f == "torch.distributed", f not in owned))
+        own = framework in owned
         return f"{'already uses' if own else 'uses'} {framework}; left unchanged"
 
 

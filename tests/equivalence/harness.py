@@ -7,6 +7,7 @@ torchrun, or a target's own launcher), load the saved state dicts, compare them 
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -147,3 +148,15 @@ def log_lines(text: str) -> list[str]:
     """The script's own output lines: not the launchers' (torchrun writes none to stdout;
     DeepSpeed's logger lines start with a bracketed time stamp)."""
     return [line for line in text.splitlines() if line.strip() and not line.startswith("[")]
+
+
+def final_train_loss(output: str) -> float:
+    """The last `train_loss X` a sample printed."""
+    values = re.findall(r"train_loss[ =:]+([0-9.]+)", output)
+    assert values, output[-2000:]
+    return float(values[-1])
+
+
+def loss_lines(output: str) -> list[str]:
+    """The sample's own lines that report a loss (not progress bars)."""
+    return [line for line in log_lines(output) if "loss" in line.lower() and "%|" not in line]

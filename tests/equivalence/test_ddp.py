@@ -11,7 +11,6 @@ global batches agree; against the original's DataLoader(shuffle=True) only unshu
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
@@ -20,8 +19,9 @@ import torch
 from tests.equivalence.harness import (
     assert_loads_strictly,
     assert_same_weights,
+    final_train_loss,
+    loss_lines,
     convert,
-    log_lines,
     run_python,
     run_torchrun,
     sample_names,
@@ -41,14 +41,6 @@ BATCHNORM_SAMPLES = {"cnn_classifier"}
 LOSS_RTOL = 0.05
 
 
-def final_train_loss(output: str) -> float:
-    values = re.findall(r"train_loss[ =:]+([0-9.]+)", output)
-    assert values, output[-2000:]
-    return float(values[-1])
-
-
-def loss_lines(output: str) -> list[str]:
-    return [line for line in log_lines(output) if "loss" in line.lower() and "%|" not in line]
 
 
 @pytest.mark.parametrize("sample", sample_names())

@@ -37,7 +37,8 @@ from tests.equivalence.harness import (
     run_python,
     sample_names,
 )
-from tests.equivalence.test_ddp import BATCHNORM_SAMPLES, LOSS_RTOL, final_train_loss, loss_lines
+from tests.equivalence.harness import final_train_loss, loss_lines
+from tests.equivalence.test_ddp import BATCHNORM_SAMPLES, LOSS_RTOL
 
 pytestmark = pytest.mark.slow
 

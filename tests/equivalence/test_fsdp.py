@@ -14,7 +14,6 @@ another order than one process's, which torch.testing's float32 tolerances cover
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import pytest
@@ -27,31 +26,23 @@ from tests.equivalence.harness import (
     _launch,
     assert_loads_strictly,
     assert_same_weights,
+    final_train_loss,
+    loss_lines,
     convert,
     environment,
-    log_lines,
     run_python,
     run_torchrun,
     sample_names,
 )
+from tests.equivalence.test_ddp import BATCHNORM_SAMPLES, LOSS_RTOL  # held to the final loss there (it says why)
 
 pytestmark = pytest.mark.slow
 
 PER_PROCESS_BATCH = 8
 EPOCHS = ["--epochs", "2"]
-BATCHNORM_SAMPLES = {"cnn_classifier"}  # held to the final loss, as in test_ddp.py (which says why)
-LOSS_RTOL = 0.05
 PROBE = ROOT / "tests" / "equivalence" / "fsdp_probe.py"
 
 
-def final_train_loss(output: str) -> float:
-    values = re.findall(r"train_loss[ =:]+([0-9.]+)", output)
-    assert values, output[-2000:]
-    return float(values[-1])
-
-
-def loss_lines(output: str) -> list[str]:
-    return [line for line in log_lines(output) if "loss" in line.lower() and "%|" not in line]
 
 
 @pytest.mark.parametrize("sample", sample_names())
