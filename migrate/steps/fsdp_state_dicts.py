@@ -54,9 +54,13 @@ def _options(ctx: Context, settings: str) -> str:
 def _gather_model(ctx: Context, site: ModelSite) -> None:
     for read in model_state_dicts(ctx.index, site):
         get = ctx.imported(CHECKPOINT, "get_model_state_dict")
+        gathered = f"{get}({read.owner}, options={_options(ctx, GATHER)})"
+        if _assigned_alone(read.stmt, read.call) and _gather_place(ctx, read.stmt) is read.stmt \
+                and not _data_parallel_keys(ctx, site, read.call):
+            ctx.plan.replace_with(read.call, expression(gathered))  # `ckp = model.state_dict()`: gathered right there
+            continue
         variable = f"{read.owner.split('.')[-1]}_state"
-        gather = statement(f"{variable} = {get}({read.owner}, options={_options(ctx, GATHER)})"
-                           "  # every rank gathers; rank 0 gets the full weights\n")
+        gather = statement(f"{variable} = {gathered}  # every rank gathers; rank 0 gets the full weights\n")
         anchor = _insert_gather(ctx, read.stmt, gather, site)
         if _data_parallel_keys(ctx, site, read.call):
             ctx.plan.insert_before(anchor, [statement(f'{variable} = {{f"module.{{key}}": value for key, value in {variable}.items()}}'
@@ -64,14 +68,53 @@ def _gather_model(ctx: Context, site: ModelSite) -> None:
         ctx.plan.replace_with(read.call, cst.Name(variable))
 
 
-def _insert_gather(ctx: Context, stmt: cst.BaseStatement, gather: cst.BaseStatement, site: ModelSite) -> cst.BaseStatement:
-    """`gather` above `stmt`, outside the rank guards and `with open(...)` around it; returns the statement it goes above."""
+def _assigned_alone(stmt: cst.BaseStatement, call: cst.Call) -> bool:
+    """`x = model.state_dict()`, alone on its line: an assignment the rank-0 guards leave to every rank."""
+    return (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Assign)
+            and stmt.body[0].value is call)
+
+
+def _gather_place(ctx: Context, stmt: cst.BaseStatement) -> cst.BaseStatement:
+    """The statement a gather for `stmt` goes above: outside the rank guards and `with open(...)` around it."""
     anchor = outside_open_files(ctx, outside_rank_guards(ctx, stmt))
-    anchor = outside_rank_guards(ctx, anchor)
+    return outside_rank_guards(ctx, anchor)
+
+
+class Gathered:
+    """The statements gathers went above, in order (recorded for the next gather of the same run)."""
+
+    def __init__(self) -> None:
+        self.anchors: list[cst.BaseStatement] = []
+
+
+def _insert_gather(ctx: Context, stmt: cst.BaseStatement, gather: cst.BaseStatement, site: ModelSite) -> cst.BaseStatement:
+    """`gather` above `stmt`, outside the rank guards and `with open(...)` around it; returns the
+    statement it goes above. Saves one after the other (`torch.save(G.state_dict(), ...)` then
+    `torch.save(D.state_dict(), ...)`) gather first, all of them, so one rank-0 block holds the saves."""
+    anchor = _gather_place(ctx, stmt)
     if report_gather_on_some_ranks(ctx, anchor, site, "FSDP", refuse=True):
         ctx.refused = True  # the ranks that skip the gather leave the others waiting: no script that hangs
+    gathered = ctx.recorded(Gathered, create=True)
+    run_start = _start_of_run(ctx, anchor, gathered.anchors)
+    gathered.anchors.append(anchor)
+    if run_start is not anchor:
+        ctx.plan.insert_before(run_start, [gather])
+        return run_start
     ctx.plan.insert_above(anchor, gather)
     return anchor
+
+
+def _start_of_run(ctx: Context, anchor: cst.BaseStatement, gathered: list[cst.BaseStatement]) -> cst.BaseStatement:
+    """The first of the statements right before `anchor` in its block that each had a gather put above them."""
+    block, position = ctx.index.block_of.get(anchor, (None, 0))
+    if block is None:
+        return anchor
+    start = anchor
+    body = list(block.body)
+    while position > 0 and any(body[position - 1] is g for g in gathered):
+        position -= 1
+        start = body[position]
+    return start
 
 
 def _load_model(ctx: Context, site: ModelSite) -> None:

@@ -72,10 +72,9 @@ for epoch in range(args.epochs):
         print(f"epoch {epoch}: d_loss={d_loss.item():.4f} g_loss={g_loss.item():.4f}")
 
 generator_state = get_model_state_dict(generator, options=StateDictOptions(full_state_dict=True, cpu_offload=True))  # every rank gathers; rank 0 gets the full weights
-if dist.get_rank() == 0:
-    torch.save(generator_state, "generator.pt")
 discriminator_state = get_model_state_dict(discriminator, options=StateDictOptions(full_state_dict=True, cpu_offload=True))  # every rank gathers; rank 0 gets the full weights
 if dist.get_rank() == 0:
+    torch.save(generator_state, "generator.pt")
     torch.save(discriminator_state, "discriminator.pt")
 dist.barrier()  # no rank exits while rank 0 still writes its files
 dist.destroy_process_group()

@@ -35,8 +35,7 @@ class Trainer:
             self._run_batch(source, targets)
 
     def _save_checkpoint(self, epoch):
-        model_state = get_model_state_dict(self.model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))  # every rank gathers; rank 0 gets the full weights
-        ckp = model_state
+        ckp = get_model_state_dict(self.model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
         PATH = "checkpoint.pt"
         if dist.get_rank() == 0:
             torch.save(ckp, PATH)
