@@ -29,6 +29,9 @@ TORCH_STACKS = {  # torch's own stacks of layers: the layer class each repeats
     "torch.nn.Transformer": ("TransformerEncoderLayer", "TransformerDecoderLayer"),
 }
 TORCH_LAYERS = frozenset({"TransformerEncoderLayer", "TransformerDecoderLayer"})  # --shard names torch knows
+# torch's layers that hold weights worth a unit of their own (not activations, pooling, dropout, norms)
+WEIGHTED_TORCH_LAYERS = ("Linear", "Conv", "LazyConv", "Embedding", "LSTM", "GRU", "RNN", "Bilinear",
+                         "MultiheadAttention", "Transformer")
 SEARCH_DEPTH = 4  # classes below the model's own that are searched for blocks
 IMPORT_DEPTH = 3  # modules followed from the script to the one that defines a class
 
@@ -191,8 +194,11 @@ def _item_class(value: cst.BaseExpression, source: SourceFile, reader: _Reader) 
     if not isinstance(value, cst.Call):
         return []
     qualified = source.qualify(value.func) or ""
-    if qualified.startswith("torch.nn.") and qualified.count(".") == 2 and qualified not in LIST_CONTAINERS:
-        return [BlockClass(qualified.rsplit(".", 1)[-1], "torch.nn")]  # `[nn.Linear(w, w) for _ in range(n)]`
+    name = qualified.rsplit(".", 1)[-1]
+    if qualified.startswith("torch.nn.") and qualified.count(".") == 2 and name.startswith(WEIGHTED_TORCH_LAYERS):
+        return [BlockClass(name, "torch.nn")]  # `[nn.Linear(w, w) for _ in range(n)]`
+    if qualified.startswith("torch.nn."):
+        return []  # `nn.Tanh()`, `nn.Dropout()`: nothing to shard
     located = reader.locate(qualified, source)
     if located is None:
         return []

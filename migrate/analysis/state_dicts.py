@@ -57,6 +57,25 @@ def earlier_names(index: ScriptIndex, site: ModelSite) -> list[ModelSite]:
     return found
 
 
+MOVES = frozenset({"to", "cuda", "cpu", "train", "eval", "float", "double", "half", "bfloat16"})
+
+
+def moved_names(index: ScriptIndex, site: ModelSite) -> list[ModelSite]:
+    """Names bound to the model moved (`m = model.to(device)`): `.to()` returns the module itself,
+    so for a wrapper that changes the module in place (FSDP2) they name the sharded model too."""
+    found: list[ModelSite] = []
+    for binding in index.bindings:
+        value = binding.value
+        if binding.place.scope is not site.scope or binding.target == site.spelling:
+            continue
+        while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in MOVES:
+            value = value.func.value
+        if value is not binding.value and isinstance(value, cst.Name) and value.value == site.spelling \
+                and all(f.spelling != binding.target for f in found):
+            found.append(dataclasses.replace(site, spelling=binding.target, data_parallel=[]))
+    return found
+
+
 def _call_of(index: ScriptIndex, use: AttributeUse) -> cst.Call | None:
     """The call whose function is the attribute `use` (`model.state_dict` -> `model.state_dict()`)."""
     calls = index.derived("call_of_func", lambda: {c.node.func: c.node for c in reversed(index.calls)})

@@ -16,7 +16,9 @@ from migrate.analysis.models import aliases
 from migrate.analysis.sites import ModelSite
 from migrate.steps.base import Context, statements
 from migrate.steps.fsdp_shard import shard, without_module
+from migrate.steps.gathers import tests_rank
 from migrate.steps.no_sync import negated
+from migrate.steps.rank_zero import collective_call
 
 DDP_CALLS = ("torch.nn.parallel.DistributedDataParallel", "torch.nn.parallel.distributed.DistributedDataParallel")
 
@@ -48,8 +50,12 @@ def ddp_to_fsdp(ctx: Context) -> None:
                    if site.wrap_before is stmt else site)
         without_module(ctx, wrapped)
         _no_sync(ctx, wrapped)
+        _gradient_sync_flag(ctx, wrapped)
         sites.append(wrapped)
+        sites += _unwrapped_names(ctx, wrapped)
     ctx.sites.models = sites  # what the later steps (checkpoints, accumulation) work on
+    if _forward_on_one_rank(ctx):
+        ctx.refused = True
 
 
 def _wrap_names(stmt: cst.BaseStatement, call: cst.Call) -> tuple[str | None, str | None]:
@@ -60,6 +66,58 @@ def _wrap_names(stmt: cst.BaseStatement, call: cst.Call) -> tuple[str | None, st
     if assign.value is not call or len(assign.targets) != 1 or not call.args or call.args[0].keyword is not None:
         return None, None
     return spell(assign.targets[0].target), spell(call.args[0].value)
+
+
+def _gradient_sync_flag(ctx: Context, site: ModelSite) -> None:
+    """`model.require_backward_grad_sync = last_micro_step` (DDP's own flag, which FSDP2 ignores)
+    -> `model.set_requires_gradient_sync(last_micro_step)`."""
+    names = aliases(ctx.index, site)
+    for stmt, scope in ctx.index.scope_of.items():
+        if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1 or not isinstance(stmt.body[0], cst.Assign):
+            continue
+        assign = stmt.body[0]
+        target = assign.targets[0].target if len(assign.targets) == 1 else None
+        if isinstance(target, cst.Attribute) and target.attr.value == "require_backward_grad_sync" \
+                and (spell(target.value), scope.name) in names:
+            ctx.plan.replace_with(stmt, statements(
+                f"{spell(target.value)}.set_requires_gradient_sync({ctx.code(assign.value)})\n")[0])
+
+
+def _unwrapped_names(ctx: Context, site: ModelSite) -> list[ModelSite]:
+    """`raw_model = model.module if ddp else model` -> `raw_model = model`: with `.module` gone both
+    branches are the model; `raw_model` names the sharded model too (its saves are gathered)."""
+    found: list[ModelSite] = []
+    for binding in ctx.index.bindings:
+        value = binding.value
+        if binding.place.scope is not site.scope or not isinstance(value, cst.IfExp):
+            continue
+        branches = {_without_module(value.body), _without_module(value.orelse)}
+        if branches == {site.spelling}:
+            ctx.plan.replace_with(value, cst.Name(site.spelling) if "." not in site.spelling else value.orelse)
+            found.append(ModelSite(spelling=binding.target, scope=site.scope, wrap_after=binding.place.stmt,
+                                   wrap_before=None, data_parallel=[]))
+    return found
+
+
+def _without_module(value: cst.BaseExpression) -> str | None:
+    spelled = spell(value)
+    return spelled.removesuffix(".module") if spelled is not None else None
+
+
+def _forward_on_one_rank(ctx: Context) -> bool:
+    """MIG306 when the script runs the model under its own rank guard (`if master_process:
+    losses = estimate_loss()`): DDP's forward there is local, FSDP's gathers from every rank."""
+    for stmt in ctx.index.block_of:
+        if not isinstance(stmt, cst.If) or not tests_rank(ctx.code(stmt.test)):
+            continue
+        call = collective_call(ctx, stmt.body)
+        if call is not None:
+            ctx.report("MIG306", f"`{ctx.code(call).splitlines()[0]}` runs under `if {ctx.code(stmt.test)}:`, on this "
+                       "rank alone: a forward of a sharded model gathers its weights from every rank, so the others "
+                       "would be waited for forever; run it on every rank and keep only its output under the guard; "
+                       "the file is left unchanged", call)
+            return True
+    return False
 
 
 def _no_sync(ctx: Context, site: ModelSite) -> None:

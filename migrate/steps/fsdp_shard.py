@@ -20,10 +20,11 @@ import libcst as cst
 from migrate.analysis.blocks import Blocks, model_blocks
 from migrate.analysis.models import aliases, is_after, top_statement
 from migrate.analysis.sites import ModelSite
+from migrate.analysis.state_dicts import moved_names
 from migrate.analysis.index import spell
 from migrate.analysis.trained import calls_of, optimizer_owners
 from migrate.analysis.training import argument
-from migrate.analysis.upstream import model_class_call, upstream
+from migrate.analysis.upstream import upstream
 from migrate.steps.base import Context, statements
 from migrate.steps.wrap_model import WRAPPER_SAFE, remove_data_parallel, report_unwrapped_model
 
@@ -123,7 +124,10 @@ def _optimizers_built(ctx: Context) -> list[tuple[cst.BaseStatement, object, set
     (`optimizer = make_optimizer(model)`: the call's statement, holding `model`)."""
     index = ctx.index
     found: list[tuple[cst.BaseStatement, object, set[str]]] = []
-    for call in ctx.sites.optimizers:
+    built = [call for call in ctx.sites.optimizers]
+    built += [site for stepped in ctx.sites.stepped if isinstance(stepped.built, cst.Call)  # `model.configure_optimizers(...)`
+              and (site := index.call_site(stepped.built)) is not None and site not in built]
+    for call in built:
         scope = call.place.scope
         held = _holds(ctx, call.node, scope)
         found.append((call.place.stmt, scope, held))
@@ -178,7 +182,9 @@ def _shard_code(ctx: Context, site: ModelSite, blocks: Blocks, moved: cst.BaseSt
     if moved is not None:
         lines.append("# FSDP2: sharded before the optimizer is built, so that it holds the sharded parameters")
     if not _placed(ctx, site):
-        lines.append("# the model stays on the CPU, as the script keeps it (by default FSDP2 would move it to the GPU)")
+        mesh = ctx.imported("torch.distributed.device_mesh", "init_device_mesh")
+        lines.append("# sharded on the device the script keeps the model on (FSDP2's default is the GPU, when there is one)")
+        lines.append(f"device_mesh = {mesh}(next({model}.parameters()).device.type, ({ctx.world_size()},))")
     one_call = not blocks.classes and not parts
     if settings and one_call:
         extra = ", " + ", ".join(f"{key}={value}" for key, value in settings)
@@ -205,8 +211,7 @@ def _settings(ctx: Context, site: ModelSite) -> list[tuple[str, str]]:
     --mixed-precision and --cpu-offload ask for."""
     entries: list[tuple[str, str]] = []
     if not _placed(ctx, site):
-        mesh = ctx.imported("torch.distributed.device_mesh", "init_device_mesh")
-        entries.append(("mesh", f'{mesh}("cpu", ({ctx.world_size()},))'))
+        entries.append(("mesh", "device_mesh"))  # made by _shard_code
     if ctx.options.mixed_precision != "none":
         policy = ctx.imported(FSDP, "MixedPrecisionPolicy")
         dtype = {"bf16": "bfloat16", "fp16": "float16"}[ctx.options.mixed_precision]
@@ -219,25 +224,32 @@ def _settings(ctx: Context, site: ModelSite) -> list[tuple[str, str]]:
 
 
 def _placed(ctx: Context, site: ModelSite) -> bool:
-    """Whether the script moves the model to a device anywhere (`.to(...)`, `.cuda()`, under any of
-    its names), or builds it on one. A model it never moves stays on the CPU, where FSDP2 must
-    shard it too: its default mesh is the GPU's whenever there is one, and it would move the
-    weights there while the script keeps its batches on the CPU."""
+    """Whether FSDP2's default mesh (the GPU's, whenever there is one) is where the script wants the
+    model: it moves the model after the shard (`self.model = model.to(gpu_id)` in a Trainer: the
+    shard puts it there first), or before it, unconditionally (`model = Net().to(device)`). Else
+    (never moved, or only under an `if`) the shard takes the device the model is on."""
     index = ctx.index
     names = aliases(index, site) | {(name, scope.name) for name, scope in _upstream_names(ctx, site)}
-    for use in index.attributes:
-        if use.called and use.node.attr.value in ("to", "cuda") and (use.owner, use.place.scope.name) in names:
-            return True
+    moves = [use.place.stmt for use in index.attributes
+             if use.called and use.node.attr.value in ("to", "cuda") and (use.owner, use.place.scope.name) in names]
     for binding in index.bindings:  # `model = Net().to(device)`, `self.model = model.to(gpu_id)`
-        if (binding.target, binding.place.scope.name) not in names:
-            continue
-        value = binding.value
-        while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):
-            if value.func.attr.value in ("to", "cuda"):
-                return True
-            value = value.func.value
-    built = model_class_call(index, site)
-    return built is not None and any(arg.keyword is not None and arg.keyword.value == "device" for arg in built.args)
+        if (binding.target, binding.place.scope.name) in names and _moves(binding.value):
+            moves.append(binding.place.stmt)
+    for stmt in moves:
+        after = ctx.index.scope_of.get(stmt) is not site.scope or is_after(index, stmt, site)
+        conditions = [around for around in index.enclosing_statements(stmt)[1:]
+                      if isinstance(around, cst.If) and around is not index.main_guard]
+        if after or not conditions:
+            return True
+    return False
+
+
+def _moves(value: cst.BaseExpression | None) -> bool:
+    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):
+        if value.func.attr.value in ("to", "cuda"):
+            return True
+        value = value.func.value
+    return False
 
 
 def _upstream_names(ctx: Context, site: ModelSite) -> list[tuple[str, object]]:
@@ -305,7 +317,7 @@ def _called_outside_forward(ctx: Context, site: ModelSite, blocks: Blocks) -> tu
     submodules called directly (`model.encoder(x)`: sharded on their own, so their own hooks gather
     their weights). Anything else, on a class this run cannot read, is reported (MIG302)."""
     index = ctx.index
-    names = aliases(index, site)
+    names = aliases(index, site).union(*(aliases(index, other) for other in moved_names(index, site)))
     methods: list[str] = []
     parts: list[str] = []
     seen: set[str] = set()

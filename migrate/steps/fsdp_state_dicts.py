@@ -25,7 +25,7 @@ import libcst as cst
 from migrate.analysis.index import AttributeUse
 from migrate.analysis.models import aliases, is_after
 from migrate.analysis.sites import ModelSite
-from migrate.analysis.state_dicts import earlier_names, model_state_dicts
+from migrate.analysis.state_dicts import earlier_names, model_state_dicts, moved_names
 from migrate.steps.base import Context, expression, statement, statements
 from migrate.steps.gathers import outside_open_files, outside_rank_guards, report_gather_on_some_ranks
 from migrate.steps.wrap_model import saved_module
@@ -41,7 +41,8 @@ def fsdp_state_dicts(ctx: Context) -> None:
             ctx.refused = True
             return
     for site in ctx.sites.models:
-        for each in (site, *earlier_names(ctx.index, site)):  # `net = detector`: detector is the sharded module too
+        # `net = detector`, `m = model.to(device)`: the other names of the sharded module
+        for each in (site, *earlier_names(ctx.index, site), *moved_names(ctx.index, site)):
             _gather_model(ctx, each)
             _load_model(ctx, each)
     _optimizers(ctx)
@@ -160,17 +161,26 @@ def _call(ctx: Context, use: AttributeUse) -> cst.Call | None:
 def _refuse_pickled(ctx: Context, site: ModelSite) -> bool:
     """MIG303, file left unchanged: `torch.save(model)` after the shard fails (torch 2.13 cannot
     pickle the class fully_shard makes), so the converted script would crash there."""
-    names = aliases(ctx.index, site)
+    names = aliases(ctx.index, site).union(*(aliases(ctx.index, other) for other in moved_names(ctx.index, site)))
     for call in ctx.index.calls_named("torch.save"):
-        first = saved_module(call.node.args[0].value) if call.node.args else None
-        spelled = ctx.code(first) if first is not None else None
-        if (spelled, call.place.scope.name) in names and is_after(ctx.index, call.place.stmt, site):
+        saved = _saved_objects(call.node.args[0].value) if call.node.args else []
+        spelled = next((ctx.code(v) for v in saved if (ctx.code(v), call.place.scope.name) in names), None)
+        if spelled is not None and is_after(ctx.index, call.place.stmt, site):
             ctx.report("MIG303", f"`{ctx.code(call.node)}` pickles the whole module, and a sharded one cannot be "
                        "pickled (fully_shard gives it a class of its own); save "
                        f"`{spelled}.state_dict()` instead (gathered for rank 0), then convert again; the file is left "
                        "unchanged", call.node)
             return True
     return False
+
+
+def _saved_objects(value: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """What `torch.save` pickles: `model`, `model.cpu()`, or each item of `[model, criterion]` / `{"model": model}`."""
+    if isinstance(value, (cst.List, cst.Tuple)):
+        return [saved_module(element.value) for element in value.elements]
+    if isinstance(value, cst.Dict):
+        return [saved_module(element.value) for element in value.elements if isinstance(element, cst.DictElement)]
+    return [saved_module(value)]
 
 
 def _optimizers(ctx: Context) -> None:

@@ -30,12 +30,13 @@ def outside_rank_guards(ctx: Context, stmt: cst.BaseStatement) -> cst.BaseStatem
     saves under its own guard, and a gather there would wait for ranks that never come."""
     anchor = stmt
     for around in ctx.index.enclosing_statements(stmt):
-        if isinstance(around, cst.If) and _tests_rank(ctx.code(around.test)):
+        if isinstance(around, cst.If) and tests_rank(ctx.code(around.test)):
             anchor = around
     return anchor
 
 
-def _tests_rank(test: str) -> bool:
+def tests_rank(test: str) -> bool:
+    """Whether a condition reads this process's rank (by the words scripts use for it)."""
     lowered = test.lower()
     return any(word in lowered for word in ("rank", "is_main", "main_process", "master"))
 

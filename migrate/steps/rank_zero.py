@@ -15,6 +15,8 @@ import libcst as cst
 
 from migrate.analysis.entry import runs_in_process_group
 from migrate.analysis.index import CallSite, ScriptIndex, descendants, spell
+from migrate.analysis.models import aliases
+from migrate.analysis.state_dicts import moved_names
 from migrate.analysis.training import BUILTIN_NAMES, calls_in
 from migrate.steps.base import Context, expression, statements, with_keyword
 
@@ -223,10 +225,20 @@ NO_FORWARD = frozenset({"parameters", "named_parameters", "buffers", "named_buff
 
 
 def _gathering_method(ctx: Context, name: str, models: set[str]) -> bool:
-    """`model.generate(...)` where the wrapper keeps the model's class (no `.module` to go around it)."""
+    """`model.generate(...)` (or `m.generate(...)` for `m = model.to(device)`) where the wrapper keeps
+    the model's class (no `.module` to go around it)."""
     owner, _, method = name.rpartition(".")
     keeps_class = ctx.wrapper is not None and not ctx.wrapper.through_module
-    return keeps_class and owner in models and method not in NO_FORWARD
+    return keeps_class and method not in NO_FORWARD and (owner in models or owner in _model_aliases(ctx))
+
+
+def _model_aliases(ctx: Context) -> set[str]:
+    """Every name the trained models go by, in any scope."""
+    def names() -> set[str]:
+        sites = [each for site in ctx.sites.models for each in (site, *moved_names(ctx.index, site))]
+        return {name for site in sites for name, _scope in aliases(ctx.index, site)}
+
+    return ctx.index.derived("rank_zero_model_aliases", names)  # type: ignore[no-any-return]
 
 
 # Handed a model, these only read or format it (`print(model)` shows its layers): no forward runs.

@@ -26,8 +26,9 @@ def main():
     data = TensorDataset(torch.randn(330, 16), torch.randint(0, 5, (330,)))
     loader = DataLoader(data, batch_size=10, sampler=DistributedSampler(data, shuffle=True))
     model = nn.Sequential(nn.Linear(16, 64), nn.ReLU(), nn.Linear(64, 5))
-    # the model stays on the CPU, as the script keeps it (by default FSDP2 would move it to the GPU)
-    fully_shard(model, mesh=init_device_mesh("cpu", (dist.get_world_size(),)))
+    # sharded on the device the script keeps the model on (FSDP2's default is the GPU, when there is one)
+    device_mesh = init_device_mesh(next(model.parameters()).device.type, (dist.get_world_size(),))
+    fully_shard(model, mesh=device_mesh)
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)
     accumulation_steps = 4
     for epoch in range(3):

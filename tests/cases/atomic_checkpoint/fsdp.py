@@ -38,8 +38,9 @@ def main():
     train_loader = DataLoader(train, batch_size=32, sampler=DistributedSampler(train, shuffle=True))
     val_loader = DataLoader(val, batch_size=64)
     model = nn.Linear(10, 2)
-    # the model stays on the CPU, as the script keeps it (by default FSDP2 would move it to the GPU)
-    fully_shard(model, mesh=init_device_mesh("cpu", (dist.get_world_size(),)))
+    # sharded on the device the script keeps the model on (FSDP2's default is the GPU, when there is one)
+    device_mesh = init_device_mesh(next(model.parameters()).device.type, (dist.get_world_size(),))
+    fully_shard(model, mesh=device_mesh)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
     best = 0.0
     for epoch in range(5):

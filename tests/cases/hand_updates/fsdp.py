@@ -24,8 +24,9 @@ def main():
     data = TensorDataset(torch.randn(512, 8), torch.randn(512, 1))
     loader = DataLoader(data, batch_size=32, sampler=DistributedSampler(data, shuffle=True))
     model = nn.Linear(8, 1)
-    # the model stays on the CPU, as the script keeps it (by default FSDP2 would move it to the GPU)
-    fully_shard(model, mesh=init_device_mesh("cpu", (dist.get_world_size(),)))
+    # sharded on the device the script keeps the model on (FSDP2's default is the GPU, when there is one)
+    device_mesh = init_device_mesh(next(model.parameters()).device.type, (dist.get_world_size(),))
+    fully_shard(model, mesh=device_mesh)
 
     for epoch in range(4):
         loader.sampler.set_epoch(epoch)

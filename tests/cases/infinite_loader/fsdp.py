@@ -24,8 +24,9 @@ def main():
     ds = TensorDataset(torch.randn(64, 3), torch.randn(64, 1))
     loader = DataLoader(ds, batch_size=8, sampler=DistributedSampler(ds, shuffle=True))
     model = torch.nn.Linear(3, 1)
-    # the model stays on the CPU, as the script keeps it (by default FSDP2 would move it to the GPU)
-    fully_shard(model, mesh=init_device_mesh("cpu", (dist.get_world_size(),)))
+    # sharded on the device the script keeps the model on (FSDP2's default is the GPU, when there is one)
+    device_mesh = init_device_mesh(next(model.parameters()).device.type, (dist.get_world_size(),))
+    fully_shard(model, mesh=device_mesh)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     batches = infinite(loader)
     for it in range(100):

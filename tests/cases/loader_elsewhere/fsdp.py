@@ -29,8 +29,9 @@ def main():
     dist.init_process_group("cpu:gloo,cuda:nccl" if torch.cuda.is_available() else "gloo")
 
     model = nn.Linear(6, 1)
-    # the model stays on the CPU, as the script keeps it (by default FSDP2 would move it to the GPU)
-    fully_shard(model, mesh=init_device_mesh("cpu", (dist.get_world_size(),)))
+    # sharded on the device the script keeps the model on (FSDP2's default is the GPU, when there is one)
+    device_mesh = init_device_mesh(next(model.parameters()).device.type, (dist.get_world_size(),))
+    fully_shard(model, mesh=device_mesh)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     train_loader = build_train_loader(batch_size=32)
     val_loader = DataLoader(TensorDataset(torch.randn(64, 6), torch.randn(64, 1)), batch_size=64)

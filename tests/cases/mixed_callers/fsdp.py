@@ -38,8 +38,9 @@ def main():
     dist.init_process_group("cpu:gloo,cuda:nccl" if torch.cuda.is_available() else "gloo")
 
     model = TinyLM()
-    # the model stays on the CPU, as the script keeps it (by default FSDP2 would move it to the GPU)
-    fully_shard(model, mesh=init_device_mesh("cpu", (dist.get_world_size(),)))
+    # sharded on the device the script keeps the model on (FSDP2's default is the GPU, when there is one)
+    device_mesh = init_device_mesh(next(model.parameters()).device.type, (dist.get_world_size(),))
+    fully_shard(model, mesh=device_mesh)
     register_fsdp_forward_method(model, "next_token")  # gathers the weights around it, as around forward()
     baseline = TinyLM()
     message = generate(baseline, torch.zeros(1, 1, dtype=torch.long))  # computed on every rank: it may run the model

@@ -47,8 +47,9 @@ def describe(net):
 class Trainer:
     def __init__(self, model, loader, lr):
         self.model = model
-        # the model stays on the CPU, as the script keeps it (by default FSDP2 would move it to the GPU)
-        fully_shard(self.model, mesh=init_device_mesh("cpu", (dist.get_world_size(),)))
+        # sharded on the device the script keeps the model on (FSDP2's default is the GPU, when there is one)
+        device_mesh = init_device_mesh(next(self.model.parameters()).device.type, (dist.get_world_size(),))
+        fully_shard(self.model, mesh=device_mesh)
         register_fsdp_forward_method(self.model, "generate")  # gathers the weights around it, as around forward()
         self.loader = loader
         self.optimizer = torch.optim.SGD(model.parameters(), lr=lr)

@@ -39,8 +39,9 @@ def main():
     train_dataset = TensorDataset(x, y)
     loader = DataLoader(train_dataset, batch_size=args.batch_size, sampler=DistributedSampler(train_dataset, shuffle=True))
     model = nn.Sequential(nn.Linear(6, CONFIG["hidden"]), nn.ReLU(), nn.Linear(CONFIG["hidden"], 1))
-    # the model stays on the CPU, as the script keeps it (by default FSDP2 would move it to the GPU)
-    fully_shard(model, mesh=init_device_mesh("cpu", (dist.get_world_size(),)))
+    # sharded on the device the script keeps the model on (FSDP2's default is the GPU, when there is one)
+    device_mesh = init_device_mesh(next(model.parameters()).device.type, (dist.get_world_size(),))
+    fully_shard(model, mesh=device_mesh)
     optimizer = torch.optim.SGD(model.parameters(), lr=CONFIG["lr"])
 
     for epoch in range(CONFIG["epochs"]):

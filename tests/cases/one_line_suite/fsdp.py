@@ -18,8 +18,9 @@ if torch.cuda.is_available():
 dist.init_process_group("cpu:gloo,cuda:nccl" if torch.cuda.is_available() else "gloo")
 
 model = nn.Linear(4, 1)
-# the model stays on the CPU, as the script keeps it (by default FSDP2 would move it to the GPU)
-fully_shard(model, mesh=init_device_mesh("cpu", (dist.get_world_size(),)))
+# sharded on the device the script keeps the model on (FSDP2's default is the GPU, when there is one)
+device_mesh = init_device_mesh(next(model.parameters()).device.type, (dist.get_world_size(),))
+fully_shard(model, mesh=device_mesh)
 optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
 train_dataset = TensorDataset(torch.randn(32, 4), torch.randn(32, 1))
 loader = DataLoader(train_dataset, batch_size=8, sampler=DistributedSampler(train_dataset, shuffle=True))

@@ -35,8 +35,9 @@ def main():
     data = TensorDataset(torch.randn(512, 12), torch.randint(0, 2, (512,)))
     loader = DataLoader(data, batch_size=32, sampler=DistributedSampler(data, shuffle=True))
     model = nn.Sequential(nn.Linear(12, 32), nn.ReLU(), nn.Linear(32, 2))
-    # the model stays on the CPU, as the script keeps it (by default FSDP2 would move it to the GPU)
-    fully_shard(model, mesh=init_device_mesh("cpu", (dist.get_world_size(),)))
+    # sharded on the device the script keeps the model on (FSDP2's default is the GPU, when there is one)
+    device_mesh = init_device_mesh(next(model.parameters()).device.type, (dist.get_world_size(),))
+    fully_shard(model, mesh=device_mesh)
     train(model, loader, epochs=3, lr=3e-4)
     model_state = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))  # every rank gathers; rank 0 gets the full weights
     if dist.get_rank() == 0:

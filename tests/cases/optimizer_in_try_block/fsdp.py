@@ -28,8 +28,9 @@ dist.init_process_group("cpu:gloo,cuda:nccl" if torch.cuda.is_available() else "
 data = TensorDataset(torch.randn(300, 7), torch.randn(300, 2))
 loader = DataLoader(data, batch_size=20, sampler=DistributedSampler(data, shuffle=True))
 model = nn.Sequential(nn.Linear(7, 40), nn.GELU(), nn.Linear(40, 2))
-# the model stays on the CPU, as the script keeps it (by default FSDP2 would move it to the GPU)
-fully_shard(model, mesh=init_device_mesh("cpu", (dist.get_world_size(),)))
+# sharded on the device the script keeps the model on (FSDP2's default is the GPU, when there is one)
+device_mesh = init_device_mesh(next(model.parameters()).device.type, (dist.get_world_size(),))
+fully_shard(model, mesh=device_mesh)
 
 try:
     if args.optimizer == "sgd":

@@ -22,8 +22,9 @@ def main():
     valid_x, valid_y = torch.randn(100, 10), torch.randn(100, 1)
     loader = DataLoader(train_set, batch_size=25, sampler=DistributedSampler(train_set, shuffle=True))
     model = nn.Sequential(nn.Linear(10, 30), nn.ReLU(), nn.Linear(30, 1))
-    # the model stays on the CPU, as the script keeps it (by default FSDP2 would move it to the GPU)
-    fully_shard(model, mesh=init_device_mesh("cpu", (dist.get_world_size(),)))
+    # sharded on the device the script keeps the model on (FSDP2's default is the GPU, when there is one)
+    device_mesh = init_device_mesh(next(model.parameters()).device.type, (dist.get_world_size(),))
+    fully_shard(model, mesh=device_mesh)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     history = []
     for epoch in range(20):

@@ -42,8 +42,9 @@ def main():
     data = TensorDataset(torch.randn(512, 32), torch.randint(0, 4, (512,)))
     loader = DataLoader(data, batch_size=32, sampler=DistributedSampler(data, shuffle=True))
     model = nn.Sequential(nn.Linear(32, 64), nn.GELU(), nn.Linear(64, 4))
-    # the model stays on the CPU, as the script keeps it (by default FSDP2 would move it to the GPU)
-    fully_shard(model, mesh=init_device_mesh("cpu", (dist.get_world_size(),)))
+    # sharded on the device the script keeps the model on (FSDP2's default is the GPU, when there is one)
+    device_mesh = init_device_mesh(next(model.parameters()).device.type, (dist.get_world_size(),))
+    fully_shard(model, mesh=device_mesh)
     optimizer = WarmupOptimizer(torch.optim.Adam(model.parameters(), betas=(0.9, 0.98)), 64, 100)
 
     for epoch in range(3):

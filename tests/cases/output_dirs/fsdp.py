@@ -45,8 +45,9 @@ def main():
     dataset = TensorDataset(torch.randn(128, 4), torch.randn(128, 1))
     loader = DataLoader(dataset, batch_size=16, sampler=DistributedSampler(dataset, shuffle=True))
     model = nn.Linear(4, 1)
-    # the model stays on the CPU, as the script keeps it (by default FSDP2 would move it to the GPU)
-    fully_shard(model, mesh=init_device_mesh("cpu", (dist.get_world_size(),)))
+    # sharded on the device the script keeps the model on (FSDP2's default is the GPU, when there is one)
+    device_mesh = init_device_mesh(next(model.parameters()).device.type, (dist.get_world_size(),))
+    fully_shard(model, mesh=device_mesh)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     for epoch in range(3):
         loader.sampler.set_epoch(epoch)

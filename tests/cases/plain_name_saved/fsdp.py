@@ -5,6 +5,7 @@ import torch.nn as nn
 from torch.utils.data import DataLoader, TensorDataset
 import torch.distributed as dist
 from torch.distributed.fsdp import fully_shard
+from torch.distributed.device_mesh import init_device_mesh
 from torch.utils.data.distributed import DistributedSampler
 from torch.distributed.checkpoint.state_dict import get_model_state_dict, StateDictOptions
 
@@ -23,7 +24,9 @@ def main():
     net = detector
     if torch.cuda.is_available():
         net = detector.to(device)
-    fully_shard(net)
+    # sharded on the device the script keeps the model on (FSDP2's default is the GPU, when there is one)
+    device_mesh = init_device_mesh(next(net.parameters()).device.type, (dist.get_world_size(),))
+    fully_shard(net, mesh=device_mesh)
     optimizer = torch.optim.SGD(net.parameters(), lr=1e-3, momentum=0.9)
     train_dataset = TensorDataset(torch.randn(160, 3, 20), torch.randn(160, 4))
     loader = DataLoader(train_dataset, batch_size=8, sampler=DistributedSampler(train_dataset, shuffle=True))

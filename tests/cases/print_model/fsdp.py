@@ -31,8 +31,9 @@ def main():
     dataset = TensorDataset(torch.randn(64, 4), torch.randn(64, 1))
     loader = DataLoader(dataset, batch_size=8, sampler=DistributedSampler(dataset, shuffle=True))
     model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
-    # the model stays on the CPU, as the script keeps it (by default FSDP2 would move it to the GPU)
-    fully_shard(model, mesh=init_device_mesh("cpu", (dist.get_world_size(),)))
+    # sharded on the device the script keeps the model on (FSDP2's default is the GPU, when there is one)
+    device_mesh = init_device_mesh(next(model.parameters()).device.type, (dist.get_world_size(),))
+    fully_shard(model, mesh=device_mesh)
     if dist.get_rank() == 0:
         print(model)
         logger.info("parameters: %d", sum(p.numel() for p in model.parameters()))

@@ -23,8 +23,9 @@ def main():
     loader = DataLoader(train_set, batch_size=8, sampler=DistributedSampler(train_set, shuffle=True))
     valid_loader = DataLoader(valid_set, batch_size=20)
     model = nn.Linear(4, 1)
-    # the model stays on the CPU, as the script keeps it (by default FSDP2 would move it to the GPU)
-    fully_shard(model, mesh=init_device_mesh("cpu", (dist.get_world_size(),)))
+    # sharded on the device the script keeps the model on (FSDP2's default is the GPU, when there is one)
+    device_mesh = init_device_mesh(next(model.parameters()).device.type, (dist.get_world_size(),))
+    fully_shard(model, mesh=device_mesh)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     for epoch in range(2):
         loader.sampler.set_epoch(epoch)

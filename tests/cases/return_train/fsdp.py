@@ -12,8 +12,9 @@ from torch.utils.data.distributed import DistributedSampler
 
 def train(args):
     model = nn.Linear(4, 1)
-    # the model stays on the CPU, as the script keeps it (by default FSDP2 would move it to the GPU)
-    fully_shard(model, mesh=init_device_mesh("cpu", (dist.get_world_size(),)))
+    # sharded on the device the script keeps the model on (FSDP2's default is the GPU, when there is one)
+    device_mesh = init_device_mesh(next(model.parameters()).device.type, (dist.get_world_size(),))
+    fully_shard(model, mesh=device_mesh)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     train_dataset = TensorDataset(torch.randn(32, 4), torch.randn(32, 1))
     loader = DataLoader(train_dataset, batch_size=8, sampler=DistributedSampler(train_dataset, shuffle=True))

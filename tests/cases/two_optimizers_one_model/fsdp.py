@@ -23,8 +23,9 @@ def main():
     loader = DataLoader(samples, batch_size=16, sampler=DistributedSampler(samples, shuffle=True))
 
     model = nn.Sequential(nn.Linear(20, 64), nn.ReLU(), nn.Linear(64, 3))
-    # the model stays on the CPU, as the script keeps it (by default FSDP2 would move it to the GPU)
-    fully_shard(model, mesh=init_device_mesh("cpu", (dist.get_world_size(),)))
+    # sharded on the device the script keeps the model on (FSDP2's default is the GPU, when there is one)
+    device_mesh = init_device_mesh(next(model.parameters()).device.type, (dist.get_world_size(),))
+    fully_shard(model, mesh=device_mesh)
     body_optimizer = torch.optim.SGD(model[0].parameters(), lr=1e-3, momentum=0.9)
     head_optimizer = torch.optim.Adam(model[2].parameters(), lr=1e-2)
 
