@@ -51,6 +51,7 @@ EXPECTED = [
     ("fsdp/frozen_and_ema", "MIG307", 47, "`copy.deepcopy(model)` copies the sharded module, after `model` is sharded"),
     ("fsdp/trained_only_dqn", "MIG307", 39, "`zip(model.parameters(), target_net.parameters())` pairs its weights with "
      "another module's"),
+    ("fsdp/fsdp_averaged_model", "MIG307", 12, "`AveragedModel(model)` copies the sharded module"),
     ("fsdp/manual_batching", "MIG307", 41, "`model.weight` is taken out of the model as a plain tensor"),
     ("fsdp/checkpoint_file_handles", "MIG121", 10, "under FSDP every rank must take part in the gather"),
     ("fsdp/rank_divergence", "MIG123", 44, "draws new weights for `model` after it is sharded (the shard goes after line 39)"),

@@ -1,9 +1,11 @@
 """What the script does with the model's weights outside its forward once `fully_shard` made them
 shards, that the conversion cannot follow. Each rank then holds a DTensor of its own rows of
 every weight, and torch 2.13 refuses:
-- `copy.deepcopy(model)` (an EMA or target copy made after the shard): "FSDP does not support deepcopy";
+- `copy.deepcopy(model)` or `AveragedModel(model)` (an EMA or target copy made after the shard):
+  "FSDP does not support deepcopy";
 - weights paired with another module's in `zip(...)` (`for ema_p, p in zip(ema.parameters(),
-  model.parameters())`, a target network's soft update): "mixed torch.Tensor and DTensor";
+  model.parameters())`, a target network's soft update) or averaged into one
+  (`ema.update_parameters(model)`): "mixed torch.Tensor and DTensor";
 - a weight taken out to a plain tensor (`model.weight.detach().cpu()`): only this rank's rows,
   and the same mixed-tensor error once it meets a plain tensor.
 The converted script would crash there, so the file is left unchanged (MIG307), the line named.
@@ -21,6 +23,7 @@ from migrate.analysis.sites import ModelSite
 from migrate.steps.base import Context
 
 WEIGHT_READS = ("parameters", "named_parameters", "state_dict")
+COPIES = ("copy.deepcopy", "torch.optim.swa_utils.AveragedModel")  # AveragedModel deep-copies the module it averages
 TAKEN_OUT = re.compile(r"\.(?:weight|bias)(?:\.\w+|\[[^]]*\])*\.(?:cpu|numpy|tolist|detach|data)\b")
 
 
@@ -46,8 +49,12 @@ def _unfollowable(ctx: Context, site: ModelSite) -> tuple[cst.CSTNode, str] | No
             continue
         qualified = index.qualify(call.node.func) or ""
         arguments = [arg.value for arg in call.node.args]
-        if qualified == "copy.deepcopy" and arguments and (spell(arguments[0]), call.place.scope.name) in names:
+        if qualified in COPIES and arguments and (spell(arguments[0]), call.place.scope.name) in names:
             return call.node, f"`{ctx.code(call.node)}` copies the sharded module"
+        func = call.node.func
+        if (isinstance(func, cst.Attribute) and func.attr.value == "update_parameters" and arguments
+                and (spell(arguments[0]), call.place.scope.name) in names):
+            return call.node, f"`{ctx.code(call.node)}` averages its weights into another module"
         if qualified == "zip" and len(arguments) > 1:
             sharded = [a for a in arguments if _reads_weights(a, names, call.place.scope.name)]
             if sharded and len(sharded) < len(arguments):
