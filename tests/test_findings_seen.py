@@ -47,6 +47,8 @@ EXPECTED = [
      "`model` is built at module level and not handed to that function"),
     ("deepspeed/optimizer_switched_in_training", "MIG129", 23, "`optimizer` is built again during training (line 23: "
      "`optimizer = torch.optim.ASGD(model.parameters(), lr=0.1, t0=0, lambd=0.0)`)"),
+    ("ddp/accumulation_leftover_step", "MIG109", 20, "`optimizer.step()` (line 23) steps again after the loop, on the "
+     "micro-steps left over"),
     ("fsdp/pickled_model", "MIG303", 18, "pickles the whole module, and a sharded one cannot be pickled"),
     ("fsdp/frozen_and_ema", "MIG307", 47, "`copy.deepcopy(model)` copies the sharded module, after `model` is sharded"),
     ("fsdp/trained_only_dqn", "MIG307", 39, "`zip(model.parameters(), target_net.parameters())` pairs its weights with "

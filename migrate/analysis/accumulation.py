@@ -53,17 +53,38 @@ def accumulations(sites: TrainingSites) -> list[Accumulation]:
                 first, model = _first_forward(micro_step, held, index)
                 if first is None and not any(_forwards(s, models, index) for s in micro_step):
                     sites.notes.append(("MIG109", "the forward pass is not in the same loop body as backward", ancestor))
-                found.append(_accumulation(step_if, _test_of(index, step_if, block), first, ancestor, model or held[0]))
+                leftover = _stepped_after_the_loop(index, ancestor, skipped)
+                found.append(_accumulation(step_if, _test_of(index, step_if, block), first, ancestor, model or held[0],
+                                           leftover))
                 break
             break
     return found
 
 
 def _accumulation(step_if: cst.If, test: cst.BaseExpression, first: cst.BaseStatement | None, last: cst.BaseStatement,
-                  model: str) -> Accumulation:
+                  model: str, leftover: cst.BaseStatement | None) -> Accumulation:
     factor = accumulation_factor(test)
     assert factor is not None  # _is_accumulation_if saw the `%`
-    return Accumulation(condition=test, factor=factor, first=first, last=last, model=model, step_if=step_if)
+    return Accumulation(condition=test, factor=factor, first=first, last=last, model=model, step_if=step_if,
+                        stepped_after_loop=leftover)
+
+
+def _stepped_after_the_loop(index: ScriptIndex, micro_step: cst.BaseStatement,
+                            skipped: list[Stepped | None]) -> cst.BaseStatement | None:
+    """The statement after the loop of micro-steps that steps the same optimizer again (`for batch
+    in loader: ...` then `optimizer.step()` for the micro-steps left over at the epoch's end)."""
+    loop = index.parent_of.get(micro_step)
+    while loop is not None and not isinstance(loop, (cst.For, cst.While)):
+        loop = index.parent_of.get(loop)
+    if loop is None or loop not in index.block_of:
+        return None
+    names = {optimizer.spelling for optimizer in skipped if optimizer is not None}
+    block, position = index.block_of[loop]
+    for stmt in block.body[position + 1:]:
+        for call in calls_in(stmt):
+            if isinstance(call.func, cst.Attribute) and call.func.attr.value == "step" and spell(call.func.value) in names:
+                return stmt
+    return None
 
 
 def _test_of(index: ScriptIndex, stmt: cst.BaseStatement, block: cst.CSTNode) -> cst.BaseExpression | None:

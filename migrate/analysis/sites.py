@@ -61,6 +61,9 @@ class Accumulation:
     last: cst.BaseStatement  # the statement holding backward
     model: str
     step_if: cst.If | None = None  # the `if` that steps; its test is `condition`, or a name bound to it
+    # after the loop of micro-steps, a statement that steps the same optimizer again (the micro-steps
+    # left over at an epoch's end): their gradients must have been reduced too
+    stepped_after_loop: cst.BaseStatement | None = None
 
 
 @dataclass(eq=False)

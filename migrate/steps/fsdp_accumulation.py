@@ -6,13 +6,13 @@ kept unsharded in between (FSDP2's own way; it has no `no_sync()` context).
 from __future__ import annotations
 
 from migrate.steps.base import Context, statements
-from migrate.steps.no_sync import report_syncing_micro_steps
+from migrate.steps.no_sync import report_syncing_micro_steps, steps_leftovers
 
 
 def fsdp_accumulation(ctx: Context) -> None:
     report_syncing_micro_steps(ctx)
     for accumulation in ctx.sites.accumulations:
-        if accumulation.first is None:  # the forward is elsewhere (MIG109 above)
+        if accumulation.first is None or steps_leftovers(ctx, accumulation):  # MIG109 says why
             continue
         test = ctx.code(accumulation.condition)
         ctx.plan.insert_before(accumulation.first, statements(

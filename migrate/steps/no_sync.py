@@ -14,7 +14,7 @@ from migrate.steps.base import Context, expression
 def no_sync(ctx: Context) -> None:
     report_syncing_micro_steps(ctx)
     for accumulation in ctx.sites.accumulations:
-        if accumulation.first is not None:  # None: the forward is elsewhere (MIG109 above)
+        if accumulation.first is not None and not steps_leftovers(ctx, accumulation):  # None: MIG109 above
             ctx.plan.wrap_run(accumulation.first, accumulation.last, _builder(ctx, accumulation))
 
 
@@ -23,6 +23,19 @@ def report_syncing_micro_steps(ctx: Context) -> None:
     for node_code, message, node in ctx.sites.notes:
         if node_code == "MIG109":
             ctx.report("MIG109", f"gradient accumulation left syncing every micro-step: {message}", node)
+
+
+def steps_leftovers(ctx: Context, accumulation: Accumulation) -> bool:
+    """MIG109 when the optimizer steps again after the loop of micro-steps (the ones left over at an
+    epoch's end): skipping the gradient sync on them would step unsynced gradients there."""
+    after = accumulation.stepped_after_loop
+    if after is None:
+        return False
+    shown = ctx.code(after.body[0]) if isinstance(after, cst.SimpleStatementLine) else ctx.code(after).strip().splitlines()[0]
+    ctx.report("MIG109", f"gradient accumulation left syncing every micro-step: `{shown}` "
+               f"(line {ctx.position(after)[0]}) steps again after the loop, on the micro-steps left over, so their "
+               "gradients must be reduced too", accumulation.step_if or accumulation.last)
+    return True
 
 
 def _builder(ctx: Context, accumulation: Accumulation):  # type: ignore[no-untyped-def]
