@@ -75,6 +75,7 @@ class Blocks:
     methods: frozenset[str] = frozenset()  # the methods the model's class (and its bases this run reads) defines
     parts: frozenset[str] = frozenset()  # its attributes built by a call (`self.encoder = Encoder()`): submodules
     torch_layer: bool = False  # the model is one of torch's own layers (`nn.Linear(...)`)
+    unread: list[str] = field(default_factory=list)  # classes the model builds that this run could not read
 
 
 def model_blocks(index: ScriptIndex, site: ModelSite, script_path: str, named: tuple[str, ...] = ()) -> Blocks:
@@ -101,7 +102,7 @@ def model_blocks(index: ScriptIndex, site: ModelSite, script_path: str, named: t
             found.unreadable = f"the class `{found.model_class}` is not defined in this file or in a module of its folder"
         else:
             cls, source = located
-            found.classes = _search(cls, source, reader, set(), 0)
+            found.classes = _search(cls, source, reader, set(), 0, found.unread)
             found.methods = _methods(cls, source, reader, 0)
             found.parts = _parts(cls)
     return _named(found, named, script, reader)
@@ -124,7 +125,8 @@ def _named(found: Blocks, named: tuple[str, ...], script: SourceFile, reader: _R
     return found
 
 
-def _search(cls: cst.ClassDef, source: SourceFile, reader: _Reader, seen: set[str], depth: int) -> list[BlockClass]:
+def _search(cls: cst.ClassDef, source: SourceFile, reader: _Reader, seen: set[str], depth: int,
+            unread: list[str]) -> list[BlockClass]:
     """The block classes under `cls`: items of its lists of layers, then (when it has none) the
     blocks of the classes of the script it builds."""
     if depth > SEARCH_DEPTH or f"{source.path}:{cls.name.value}" in seen:
@@ -143,10 +145,19 @@ def _search(cls: cst.ClassDef, source: SourceFile, reader: _Reader, seen: set[st
     if found:
         return _without_leaves_inside(_unique(found))
     for call in calls:  # no list here: the blocks may sit one class further down
-        located = reader.locate(source.qualify(call.func) or "", source)
+        qualified = source.qualify(call.func) or ""
+        located = reader.locate(qualified, source)
         if located is not None:
-            found += _search(*located, reader, seen, depth + 1)
+            found += _search(*located, reader, seen, depth + 1, unread)
+        elif _looks_like_a_class(qualified) and (spelled := spell(call.func)) and spelled not in unread:
+            unread.append(spelled)
     return _unique(found)
+
+
+def _looks_like_a_class(qualified: str) -> bool:
+    """`L.Trunk`, `Encoder`: capitalised, and not torch's (whose classes hold no blocks of the script's)."""
+    last = qualified.rsplit(".", 1)[-1]
+    return bool(last[:1].isupper()) and not qualified.startswith(("torch.", "typing.", "collections.", "dataclasses."))
 
 
 def _methods(cls: cst.ClassDef, source: SourceFile, reader: _Reader, depth: int) -> frozenset[str]:

@@ -186,7 +186,7 @@ def _shard_code(ctx: Context, site: ModelSite, blocks: Blocks, moved: cst.BaseSt
         lines.append("# sharded on the device the script keeps the model on (FSDP2's default is the GPU, when there is one)")
         lines.append(f"device_mesh = {mesh}(next({model}.parameters()).device.type, ({ctx.world_size()},))")
     one_call = not blocks.classes and not parts
-    if settings and one_call:
+    if settings and (one_call or [key for key, _ in settings] == ["mesh"]):  # short enough to repeat
         extra = ", " + ", ".join(f"{key}={value}" for key, value in settings)
     elif settings:
         lines.append("fsdp_settings = {" + ", ".join(f'"{key}": {value}' for key, value in settings) + "}")
@@ -295,6 +295,9 @@ def _report_sharding(ctx: Context, site: ModelSite, blocks: Blocks) -> None:
     if blocks.classes:
         names = ", ".join(f"`{each.name}`" for each in blocks.classes)
         how = "named by --shard" if ctx.options.shard else "the repeated blocks found"
+        unseen = [f"`{each.name}`" for each in blocks.classes if each.by_name]
+        if unseen:
+            how += f"; {', '.join(unseen)} matched by class name: this run cannot see where it is defined"
         ctx.report("MIG301", f"`{site.spelling}` is sharded per {names} ({how}), then as a whole: a forward gathers one "
                    "block's weights at a time", where)
     elif blocks.torch_layer:
@@ -305,10 +308,15 @@ def _report_sharding(ctx: Context, site: ModelSite, blocks: Blocks) -> None:
                    "cannot be found; every forward gathers all its weights at once (peak memory of the whole model); "
                    "name the block class with --shard CLASS", where)
     else:
+        unread = ""
+        if blocks.unread:
+            listed = ", ".join(f"`{name}`" for name in blocks.unread[:3])
+            unread = (f" this run can read ({listed}, which it builds, {'is' if len(blocks.unread) == 1 else 'are'} "
+                      "not defined in this file or in a module of its folder)")
         ctx.report("MIG301", f"`{site.spelling}` is sharded as one unit: "
-                   f"{f'`{blocks.model_class}`' if blocks.model_class else 'it'} holds no list of repeated blocks, so "
-                   "every forward gathers all its weights at once; name a block class with --shard CLASS to shard "
-                   "it finer", where)
+                   f"{f'`{blocks.model_class}`' if blocks.model_class else 'it'} holds no list of repeated blocks"
+                   f"{unread}, so every forward gathers all its weights at once; name a block class with --shard CLASS "
+                   "to shard it finer", where)
 
 
 def _called_outside_forward(ctx: Context, site: ModelSite, blocks: Blocks) -> tuple[list[str], list[str]]:

@@ -123,12 +123,49 @@ def _load_model(ctx: Context, site: ModelSite) -> None:
         call = _call(ctx, use)
         if call is None or not call.args:
             continue
-        state, strict = _state_and_strict(ctx, call)
-        if _data_parallel_keys(ctx, site, call):  # saved by nn.DataParallel: its keys start with `module.`
-            state = f'{{key.removeprefix("module."): value for key, value in {state}.items()}}'
+        strict = _strict(ctx, call)
+        prefixed = _data_parallel_keys(ctx, site, call)  # saved by nn.DataParallel: its keys start with `module.`
         load = ctx.imported(CHECKPOINT, "set_model_state_dict")
-        settings = SCATTER + (f", strict={strict}" if strict is not None else "")
-        ctx.plan.replace_with(call, expression(f"{load}({use.owner}, {state}, options={_options(ctx, settings)})"))
+        options = _options(ctx, SCATTER + (f", strict={strict}" if strict is not None else ""))
+        owner = use.owner
+
+        def edit(updated: cst.CSTNode, owner: str = owner, load: str = load, options: str = options,
+                 prefixed: bool = prefixed) -> cst.CSTNode:
+            # from the call as other steps left it (`torch.load(path)` given its map_location)
+            assert isinstance(updated, cst.Call)
+            state = _state_code(updated)
+            if prefixed:
+                state = f'{{key.removeprefix("module."): value for key, value in {state}.items()}}'
+            return expression(f"{load}({owner}, {state}, options={options})")
+
+        ctx.plan.replace(call, edit)
+    _load_into_the_former_data_parallel(ctx, site)
+
+
+def _load_into_the_former_data_parallel(ctx: Context, site: ModelSite) -> None:
+    """`model.load_state_dict(sd)` before the shard, where the script loaded into its
+    nn.DataParallel (keys `module.x`): the module it now loads into has the keys without `module.`."""
+    if not site.data_parallel:
+        return
+    wrapped_at = min(ctx.position(stmt)[0] for stmt in site.data_parallel)
+    names = aliases(ctx.index, site)
+    for use in ctx.index.attributes:
+        if (not use.called or use.node.attr.value != "load_state_dict" or (use.owner, use.place.scope.name) not in names
+                or is_after(ctx.index, use.place.stmt, site) or ctx.position(use.node)[0] <= wrapped_at):
+            continue
+        call = _call(ctx, use)
+        if call is not None and call.args and _data_parallel_keys(ctx, site, call):
+            ctx.plan.replace(call, _without_module_keys)
+
+
+def _without_module_keys(updated: cst.CSTNode) -> cst.CSTNode:
+    """`model.load_state_dict(sd)` -> `model.load_state_dict({key.removeprefix("module."): ... in sd.items()})`,
+    from the call as other steps left it."""
+    assert isinstance(updated, cst.Call)
+    first = updated.args[0]
+    state = cst.Module([]).code_for_node(first.value)
+    stripped = expression(f'{{key.removeprefix("module."): value for key, value in {state}.items()}}')
+    return updated.with_changes(args=[first.with_changes(value=stripped), *updated.args[1:]])
 
 
 def _data_parallel_keys(ctx: Context, site: ModelSite, call: cst.Call) -> bool:
@@ -138,12 +175,20 @@ def _data_parallel_keys(ctx: Context, site: ModelSite, call: cst.Call) -> bool:
         isinstance(call.func.value, cst.Attribute) and call.func.value.attr.value == "module")
 
 
-def _state_and_strict(ctx: Context, call: cst.Call) -> tuple[str, str | None]:
-    state = next((a for a in call.args if a.keyword is None or a.keyword.value == "state_dict"), call.args[0])
+def _state_argument(call: cst.Call) -> cst.Arg:
+    return next((a for a in call.args if a.keyword is None or a.keyword.value == "state_dict"), call.args[0])
+
+
+def _state_code(call: cst.Call) -> str:
+    return cst.Module([]).code_for_node(_state_argument(call).value)
+
+
+def _strict(ctx: Context, call: cst.Call) -> str | None:
+    """The `strict` a `load_state_dict(sd, strict=False)` call passes (by name or second)."""
     strict = next((a for a in call.args if a.keyword is not None and a.keyword.value == "strict"), None)
     if strict is None and len(call.args) > 1 and call.args[1].keyword is None:
         strict = call.args[1]
-    return ctx.code(state.value), ctx.code(strict.value) if strict is not None else None
+    return ctx.code(strict.value) if strict is not None else None
 
 
 def _calls_after(ctx: Context, site: ModelSite, method: str) -> list[AttributeUse]:
@@ -211,9 +256,10 @@ def _optimizers(ctx: Context) -> None:
             elif call.args:
                 load = ctx.imported(CHECKPOINT, "set_optimizer_state_dict")
                 named = _named_state_helper(ctx)
-                state = f"{named}({model}, {stepped.spelling}, {ctx.code(call.args[0].value)})"
-                ctx.plan.replace_with(call, expression(
-                    f"{load}({model}, {stepped.spelling}, {state}, options={_options(ctx, SCATTER)})"))
+                head = f"{load}({model}, {stepped.spelling}, {named}({model}, {stepped.spelling}, "
+                options = _options(ctx, SCATTER)
+                ctx.plan.replace(call, lambda updated, head=head, options=options: expression(
+                    f"{head}{cst.Module([]).code_for_node(updated.args[0].value)}), options={options})"))
 
 
 NAMED_STATE = "named_optimizer_state"

@@ -67,7 +67,7 @@ def main():
             torch.save(model_state, f"epoch{epoch}.pt")
 
     dist.barrier()  # rank 0 has finished writing "best.pt"
-    set_model_state_dict(model, torch.load("best.pt"), options=StateDictOptions(full_state_dict=True, broadcast_from_rank0=True))
+    set_model_state_dict(model, torch.load("best.pt", map_location=device), options=StateDictOptions(full_state_dict=True, broadcast_from_rank0=True))
     if dist.get_rank() == 0:
         print("best accuracy", best)
     dist.barrier()  # no rank exits while rank 0 still writes its files
