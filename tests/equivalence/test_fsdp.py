@@ -17,6 +17,7 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 
 from migrate import Options, migrate_source
 from tests.equivalence.harness import (
@@ -157,3 +158,19 @@ def test_a_script_already_on_ddp_moves_to_fsdp_and_trains_the_same(sample: str, 
     two_ranks = run_torchrun(on_fsdp, 2, [*EPOCHS, "--batch-size", str(PER_PROCESS_BATCH), "--no-shuffle"],
                              tmp_path / "fsdp2.pt")
     assert_same_weights(two_ranks.weights, reference.weights)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("sample", ["char_transformer", "amp_accum", "trainer_class"])
+def test_fsdp_sample_on_one_gpu_over_nccl(sample: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """World size 1 on NCCL against the original on the same GPU: FSDP2's default mesh is the GPU's,
+    the model is moved there at the shard (trainer_class moves it only later), the checkpoint is
+    gathered to the CPU."""
+    monkeypatch.setenv("MIGRATE_TEST_CUDA", "1")
+    original, converted = convert(sample, "fsdp", tmp_path)
+    args = [*EPOCHS, "--batch-size", "16", "--no-shuffle"]
+    reference = run_python(original, args, tmp_path / "original.pt")
+    one_gpu = run_torchrun(converted, 1, args, tmp_path / "fsdp1.pt")
+    assert_loads_strictly(one_gpu.weights, reference.weights)
+    assert_same_weights(one_gpu.weights, reference.weights)
