@@ -194,9 +194,11 @@ def convert(row: Row, target: str, corpus: Path) -> tuple[Record, bool]:
 
 
 def deciding_code(findings: Iterable) -> str:  # type: ignore[type-arg]
-    """The finding that explains the outcome: the most severe, the first of those."""
+    """The finding that explains the outcome: one that says the file is left unchanged, else the
+    most severe; the first of those."""
     rank = {"error": 0, "warning": 1, "note": 2}
-    ordered = sorted(findings, key=lambda f: rank.get(getattr(f.severity, "value", f.severity), 3))
+    ordered = sorted(findings, key=lambda f: ("left unchanged" not in f.message,
+                                              rank.get(getattr(f.severity, "value", f.severity), 3)))
     return ordered[0].code if ordered else ""
 
 

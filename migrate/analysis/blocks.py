@@ -98,7 +98,10 @@ def model_blocks(index: ScriptIndex, site: ModelSite, script_path: str, named: t
         found.torch_layer = True  # `nn.Linear(...)`: one layer, nothing finer to shard
     else:
         located = reader.locate(qualified, script)
-        if located is None:
+        if located is None and found.model_class is None:  # `modeling.__dict__[name](...)`: looked up by a value
+            found.unreadable = (f"it is built by `{cst.Module([]).code_for_node(built.func)}(...)`, a class looked up "
+                                "while the script runs")
+        elif located is None:
             found.unreadable = f"the class `{found.model_class}` is not defined in this file or in a module of its folder"
         else:
             cls, source = located

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from migrate.analysis.index import AttributeUse
+from migrate.analysis.index import AttributeUse, read_names
 from migrate.analysis.models import aliases, is_after
 from migrate.analysis.sites import ModelSite
 from migrate.analysis.state_dicts import earlier_names, model_state_dicts, moved_names
@@ -93,7 +93,7 @@ def _insert_gather(ctx: Context, stmt: cst.BaseStatement, gather: cst.BaseStatem
     statement it goes above. Saves one after the other (`torch.save(G.state_dict(), ...)` then
     `torch.save(D.state_dict(), ...)`) gather first, all of them, so one rank-0 block holds the saves."""
     anchor = _gather_place(ctx, stmt)
-    if report_gather_on_some_ranks(ctx, anchor, site, "FSDP", refuse=True):
+    if report_gather_on_some_ranks(ctx, anchor, site, "FSDP", refuse=True) or _under_a_trained_value(ctx, anchor, site):
         ctx.refused = True  # the ranks that skip the gather leave the others waiting: no script that hangs
     gathered = ctx.recorded(Gathered, create=True)
     run_start = _start_of_run(ctx, anchor, gathered.anchors)
@@ -103,6 +103,31 @@ def _insert_gather(ctx: Context, stmt: cst.BaseStatement, gather: cst.BaseStatem
         return run_start
     ctx.plan.insert_above(anchor, gather)
     return anchor
+
+
+def _under_a_trained_value(ctx: Context, anchor: cst.BaseStatement, site: ModelSite) -> bool:
+    """MIG121 when the gather sits under a test of a value a training function of the script
+    returned (`mean_loss = train(...)`, then `if mean_loss < best_loss:`): each rank trained on its
+    own batches, so the ranks disagree, and those that skip the gather leave the others waiting."""
+    index = ctx.index
+    scope = index.scope_of.get(anchor)
+    for around in index.enclosing_statements(anchor)[1:]:
+        if not isinstance(around, (cst.If, cst.While)) or scope is None:
+            continue
+        for name in sorted(read_names(around.test)):
+            for binding in index.bindings_of_in(name, scope):
+                value = binding.value
+                callee = index.functions.get(index.qualify(value.func) or "") if isinstance(value, cst.Call) else None
+                if callee is None or callee.name not in ctx.sites.training_scopes:
+                    continue
+                ctx.report("MIG121", f"the gather of `{site.spelling}`'s weights for saving runs only when "
+                           f"`{ctx.code(around.test)}` (line {ctx.position(around)[0]}) holds, and `{name}` is what "
+                           f"`{ctx.code(value.func)}(...)` (line {ctx.position(binding.node)[0]}) returned after training "
+                           "on this rank's own batches: under FSDP every rank must take part in the gather, so ranks "
+                           "that skip it leave the others waiting; all-reduce the value first, or decide on rank 0 and "
+                           "broadcast the decision; the file is left unchanged", anchor)
+                return True
+    return False
 
 
 def _start_of_run(ctx: Context, anchor: cst.BaseStatement, gathered: list[cst.BaseStatement]) -> cst.BaseStatement:
@@ -242,10 +267,7 @@ def _optimizers(ctx: Context) -> None:
             if call is None:
                 continue
             if model is None:
-                ctx.report("MIG303", f"`{ctx.code(call)}` reads or loads the state of an optimizer over sharded "
-                           f"weights where `{site.spelling}` cannot be named: use get_optimizer_state_dict / "
-                           "set_optimizer_state_dict with the model there, or the state holds shards", call)
-                continue
+                continue  # left for the check below (MIG303: the file is left unchanged)
             if use.node.attr.value == "state_dict":
                 get = ctx.imported(CHECKPOINT, "get_optimizer_state_dict")
                 variable = f"{stepped.spelling.split('.')[-1]}_state"
@@ -317,3 +339,46 @@ def _model_in(ctx: Context, site: ModelSite, use: AttributeUse) -> str | None:
         if scope == use.place.scope.name:
             return name
     return None
+
+
+STATE_METHODS = frozenset({"state_dict", "load_state_dict"})
+
+
+def refuse_unconverted_state(ctx: Context) -> None:
+    """MIG303, file left unchanged, for what the conversion could not follow: a `model.state_dict()`,
+    `optimizer.load_state_dict(...)` or `model.module` left as the script had it, under the model's
+    or optimizer's own name in its function or a function inside it (`def save_ckpt(path):
+    torch.save({"model_state": model.module.state_dict(), ...})` in `main`). Left alone, it would save
+    shards, load whole tensors into shards, or fail on the `.module` the wrapper no longer has."""
+    index = ctx.index
+    optimizers = {stepped.spelling for stepped in ctx.sites.stepped}
+    for site in ctx.sites.models:
+        names = {site.spelling, *(other.spelling for other in moved_names(index, site))}
+        for use in index.attributes:
+            scope = use.place.scope.name
+            inside = scope == site.scope.name or scope.startswith(site.scope.name + ".") or site.scope.is_module
+            if not inside or not is_after(index, use.place.stmt, site):
+                continue
+            root = use.owner.removesuffix(".module")
+            attribute = use.node.attr.value
+            model_state = root in names and attribute in STATE_METHODS | {"module"}
+            optimizer_state = use.owner in optimizers and attribute in STATE_METHODS
+            if not (model_state or optimizer_state) or _converted(ctx, use):
+                continue
+            shown = ctx.code(use.node) + ("(...)" if use.called else "")
+            ctx.report("MIG303", f"`{shown}` (in `{scope}`) would stay as the script has it: this conversion could "
+                       f"not tie it to the sharded `{site.spelling}` there, and after the shard it would save or load "
+                       "shards, or reach a `.module` that is gone; gather with get_model_state_dict / "
+                       "get_optimizer_state_dict on every rank (set_* to load) there by hand; the file is left unchanged",
+                       use.node)
+            ctx.refused = True
+            return
+
+
+def _converted(ctx: Context, use: AttributeUse) -> bool:
+    """Whether an edit of the plan covers this attribute (its call replaced, or `.module` dropped)."""
+    replaced = ctx.plan.replacements
+    if use.node in replaced or use.node.value in replaced:
+        return True
+    call = _call(ctx, use)
+    return call is not None and call in replaced

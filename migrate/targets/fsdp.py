@@ -26,7 +26,7 @@ def conversion() -> Conversion:
     from migrate.steps.fsdp_reads import fsdp_reads
     from migrate.steps.fsdp_scaler import fsdp_scaler
     from migrate.steps.fsdp_shard import fsdp_shard
-    from migrate.steps.fsdp_state_dicts import fsdp_state_dicts
+    from migrate.steps.fsdp_state_dicts import fsdp_state_dicts, refuse_unconverted_state
     from migrate.steps.init_process_group import setup, teardown
     from migrate.steps.load_map_location import load_map_location
     from migrate.steps.local_rank_device import local_rank_device
@@ -51,6 +51,7 @@ def conversion() -> Conversion:
         fsdp_accumulation,
         fsdp_scaler,
         fsdp_state_dicts,
+        refuse_unconverted_state,
         rank_zero,
         shared_files,
         plateau_metric,
@@ -67,10 +68,10 @@ def from_ddp() -> Conversion:
     """A script already on DDP: its process group, samplers, rank guards and teardown stay."""
     from migrate.steps.ddp_to_fsdp import ddp_to_fsdp
     from migrate.steps.fsdp_scaler import fsdp_scaler
-    from migrate.steps.fsdp_state_dicts import fsdp_state_dicts
+    from migrate.steps.fsdp_state_dicts import fsdp_state_dicts, refuse_unconverted_state
     from migrate.steps.wrap_model import Wrapper
 
-    return Conversion(steps=(ddp_to_fsdp, fsdp_scaler, fsdp_state_dicts),
+    return Conversion(steps=(ddp_to_fsdp, fsdp_scaler, fsdp_state_dicts, refuse_unconverted_state),
                       artifacts=functools.partial(torchrun_launcher, target="fsdp"), runtime=TORCHRUN,
                       wrapper=Wrapper(code=None, through_module=False))
 
@@ -126,7 +127,7 @@ FSDP = Target(
     codes={
         "MIG301": (Severity.NOTE, "FSDP: how the model is sharded (per repeated block, or as one unit and why)"),
         "MIG302": (Severity.WARNING, "FSDP: the script runs the model's layers outside forward(), where FSDP2 does not gather the weights"),
-        "MIG303": (Severity.WARNING, "FSDP: the script pickles the model (a sharded one cannot be: left unchanged), or reads optimizer state where the model cannot be named"),
+        "MIG303": (Severity.WARNING, "FSDP: the script pickles the model (a sharded one cannot be), or reads or loads model or optimizer state where the conversion cannot follow the model: left unchanged"),
         "MIG304": (Severity.WARNING, "FSDP: loss scaling: a GradScaler becomes ShardedGradScaler, or fp16 runs without one"),
         "MIG305": (Severity.NOTE, "FSDP: a script on DistributedDataParallel moved to fully_shard; its process group, samplers and rank guards kept"),
         "MIG307": (Severity.WARNING, "FSDP: the script copies the sharded model, pairs its weights with another module's, or takes a weight out as a plain tensor: left unchanged"),
