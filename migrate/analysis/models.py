@@ -119,6 +119,8 @@ def _wraps_itself(index: ScriptIndex, binding: Binding) -> bool:
 
 
 MOVES = frozenset({"to", "cuda", "cpu", "float", "half", "double", "bfloat16"})
+# methods that return the module they are called on: `model.to(device).eval()` is `model`
+SELF_RETURNING = MOVES | {"train", "eval"}
 
 
 def _without_moves(value: cst.BaseExpression | None) -> cst.BaseExpression | None:

@@ -16,6 +16,7 @@ import libcst as cst
 from migrate.analysis.index import AttributeUse, ScriptIndex
 from migrate.analysis.models import aliases, is_after
 from migrate.analysis.sites import ModelSite
+from migrate.analysis.upstream import unmoved
 
 
 @dataclass(frozen=True, eq=False)
@@ -57,9 +58,6 @@ def earlier_names(index: ScriptIndex, site: ModelSite) -> list[ModelSite]:
     return found
 
 
-MOVES = frozenset({"to", "cuda", "cpu", "train", "eval", "float", "double", "half", "bfloat16"})
-
-
 def moved_names(index: ScriptIndex, site: ModelSite) -> list[ModelSite]:
     """Names bound to the model moved (`m = model.to(device)`): `.to()` returns the module itself,
     so for a wrapper that changes the module in place (FSDP2) they name the sharded model too."""
@@ -68,8 +66,7 @@ def moved_names(index: ScriptIndex, site: ModelSite) -> list[ModelSite]:
         value = binding.value
         if binding.place.scope is not site.scope or binding.target == site.spelling:
             continue
-        while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in MOVES:
-            value = value.func.value
+        value = unmoved(value)
         if value is not binding.value and isinstance(value, cst.Name) and value.value == site.spelling \
                 and all(f.spelling != binding.target for f in found):
             found.append(dataclasses.replace(site, spelling=binding.target, data_parallel=[]))

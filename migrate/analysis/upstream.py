@@ -15,12 +15,11 @@ from dataclasses import dataclass
 import libcst as cst
 
 from migrate.analysis.index import Binding, Scope, ScriptIndex, spell
-from migrate.analysis.models import home_binding
+from migrate.analysis.models import SELF_RETURNING, home_binding
 from migrate.analysis.sites import ModelSite
 from migrate.analysis.trained import calls_of
 from migrate.analysis.training import argument
 
-MOVES = frozenset({"to", "cuda", "cpu", "train", "eval", "float", "double", "half", "bfloat16"})
 WRAPPERS = ("torch.nn.parallel.DistributedDataParallel", "torch.nn.parallel.distributed.DistributedDataParallel",
             "torch.nn.DataParallel", "torch.nn.parallel.DataParallel")
 DEPTH = 6
@@ -91,9 +90,9 @@ def _built_in(index: ScriptIndex, spelling: str, scope: Scope) -> cst.Call | Non
     for _ in range(DEPTH):
         if binding is None:
             return None
-        value = _unmoved(binding.value)
+        value = unmoved(binding.value)
         if isinstance(value, cst.Call) and _wraps(index, value) and value.args:
-            value = _unmoved(value.args[0].value)  # the module inside `DataParallel(...)`
+            value = unmoved(value.args[0].value)  # the module inside `DataParallel(...)`
         if isinstance(value, cst.Call):
             return value
         name = spell(value) if value is not None else None
@@ -112,7 +111,7 @@ def _through_builders(index: ScriptIndex, call: cst.Call, depth: int) -> cst.Cal
     if function is None or not isinstance(function.node, cst.FunctionDef) or depth > DEPTH:
         return call
     for _stmt, value in _returns(index, function):
-        returned = _unmoved(value)
+        returned = unmoved(value)
         if isinstance(returned, cst.Call):
             return _through_builders(index, returned, depth + 1)
         name = spell(returned) if returned is not None else None
@@ -122,9 +121,9 @@ def _through_builders(index: ScriptIndex, call: cst.Call, depth: int) -> cst.Cal
     return call
 
 
-def _unmoved(value: cst.BaseExpression | None) -> cst.BaseExpression | None:
+def unmoved(value: cst.BaseExpression | None) -> cst.BaseExpression | None:
     """`Net()` for `Net().to(device).train()`, `model` for `model.to(device)`."""
-    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in MOVES:
+    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in SELF_RETURNING:
         value = value.func.value
     return value
 
@@ -134,9 +133,7 @@ def _plain(index: ScriptIndex, spelling: str, scope: Scope) -> tuple[str, Scope]
     if not spelling.startswith("self."):
         return spelling, scope
     binding = construction(index, spelling, scope)
-    value = binding.value if binding is not None else None
-    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in MOVES:
-        value = value.func.value
+    value = unmoved(binding.value) if binding is not None else None
     name = spell(value) if value is not None else None
     if binding is None or name is None or "." in name:
         return spelling, scope
@@ -154,7 +151,7 @@ def _caller_link(index: ScriptIndex, spelling: str, scope: Scope) -> Upstream | 
     call = callers[0]
     position = scope.params.index(spelling) - (1 if scope.class_name else 0)
     passed = argument(call.node, spelling, position)
-    value = _unmoved(passed.value) if passed is not None else None
+    value = unmoved(passed.value) if passed is not None else None
     if isinstance(value, cst.Call):
         return Upstream("", call.place.scope, call.place.stmt, built=value)
     name = spell(value) if value is not None else None

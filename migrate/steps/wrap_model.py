@@ -16,7 +16,7 @@ import libcst as cst
 
 from migrate.analysis.index import AttributeUse, spell
 from migrate.analysis.training import calls_in
-from migrate.analysis.models import aliases, is_after, unwrapped_too
+from migrate.analysis.models import SELF_RETURNING, aliases, is_after, unwrapped_too
 from migrate.analysis.sites import ModelSite
 from migrate.rewrite import small_statement_holding
 from migrate.steps.base import Context, expression, statements
@@ -184,7 +184,6 @@ def unwrap_later_uses(ctx: Context, site: ModelSite, safe: frozenset[str] = WRAP
 
 
 # `torch.save(model.to("cpu"), path)` pickles what these return: the module they are called on
-SELF_RETURNING = frozenset({"to", "cpu", "cuda", "half", "float", "double", "bfloat16", "eval", "train"})
 
 
 def saved_module(value: cst.BaseExpression) -> cst.BaseExpression:
