@@ -145,7 +145,7 @@ def _verifiable() -> list[str]:
     return [name for name, target in available().items() if target.launcher in VERIFY_LAUNCHERS]
 
 
-VERIFY_LAUNCHERS = ("torchrun", "deepspeed")
+VERIFY_LAUNCHERS = ("torchrun", "deepspeed", "horovodrun")
 
 
 @app.command("verify", cls=PlainUsage, short_help="Run the original and the converted script; check ranks, data, output.")
@@ -169,7 +169,7 @@ def verify(
 
     Converts SCRIPT into a temporary copy of its folder (your files are only read), runs the
     original as one process and the converted script with --nproc processes under the target's
-    launcher (torchrun; the deepspeed launcher), on the CPU with gloo, for --steps optimizer steps
+    launcher (torchrun; the deepspeed launcher; horovodrun), on the CPU with gloo, for --steps optimizer steps
     each. Checks: every rank reaches the steps; no rank hangs (its stack is shown); parameters stay
     identical across ranks; ranks see different samples; output and files come from rank 0 only;
     checkpoints keep the original's state-dict layout. Exit 0 passed, 1 a check failed, 2 could not

@@ -24,7 +24,7 @@ class Options:
 
     nproc_per_node: str = "auto"  # a number, or torchrun's "auto" / "gpu"
     keep_global_batch: bool = False
-    scale_lr: bool = False
+    scale_lr: bool | None = None  # None: the target's own default (Horovod scales the lr, the others do not)
     sync_batchnorm: bool = False
     # DeepSpeed
     zero: int = 2

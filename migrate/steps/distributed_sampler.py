@@ -124,7 +124,8 @@ def _shard(ctx: Context, site: LoaderSite) -> bool | None:
     else:
         shuffle_code = "False"
     sampler_class = ctx.imported("torch.utils.data.distributed", "DistributedSampler")
-    new_sampler = expression(f"{sampler_class}({dataset_code}, shuffle={shuffle_code})")
+    ranks = ctx.spell(ctx.distributed.sampler_arguments)  # Horovod: num_replicas and rank, which torch cannot know
+    new_sampler = expression(f"{sampler_class}({dataset_code}, {ranks + ', ' if ranks else ''}shuffle={shuffle_code})")
     world = ctx.world_size()
 
     def rewrite(updated: cst.CSTNode) -> cst.CSTNode:

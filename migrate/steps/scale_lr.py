@@ -1,4 +1,4 @@
-"""`--scale-lr`: the optimizer's learning rate is multiplied by the world size (the linear
+"""`--scale-lr` (Horovod: by default): the optimizer's learning rate is multiplied by the world size (the linear
 scaling rule), for scripts whose global batch grows with the number of processes.
 """
 
@@ -15,8 +15,22 @@ AS_TIGHT_AS_TIMES = (cst.Multiply, cst.Divide, cst.FloorDivide, cst.Modulo, cst.
 
 
 def scale_lr(ctx: Context) -> None:
-    if not ctx.options.scale_lr:
-        return
+    """`--scale-lr` (off unless asked)."""
+    if ctx.options.scale_lr:
+        scale_learning_rates(ctx)
+
+
+def scale_lr_unless_declined(ctx: Context) -> None:
+    """Horovod's recipe: on unless `--no-scale-lr`, or `--keep-global-batch` keeps the global batch."""
+    if ctx.options.scale_lr or (ctx.options.scale_lr is None and not ctx.options.keep_global_batch):
+        scale_learning_rates(ctx)
+        if ctx.sites.optimizers:
+            ctx.report("MIG004", f"the learning rate is multiplied by {ctx.world_size()} (Horovod's recipe: each rank "
+                       "keeps its batch, so the global batch grows with the ranks); --no-scale-lr keeps the script's",
+                       ctx.sites.optimizers[0].node)
+
+
+def scale_learning_rates(ctx: Context) -> None:
     world = ctx.world_size()
     for call in ctx.sites.optimizers:
         lr = argument(call.node, "lr", 1)

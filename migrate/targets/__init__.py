@@ -10,12 +10,13 @@ from migrate.targets.ddp import DDP
 from migrate.targets.deepspeed import DEEPSPEED
 from migrate.targets.dp import DP
 from migrate.targets.fsdp import FSDP
+from migrate.targets.horovod import HOROVOD_TARGET
 
 REGISTRY: tuple[Target, ...] = (
     DDP,
     DEEPSPEED,
     FSDP,
-    planned("horovod", "Horovod", {"horovod.torch.init": "Horovod"}),
+    HOROVOD_TARGET,
     DP,
 )
 

@@ -93,7 +93,7 @@ SyncBatchnorm = Annotated[bool, typer.Option("--sync-batchnorm", help="Convert B
 
 def command_options(nproc_per_node: Nproc = "auto", keep_global_batch: KeepGlobalBatch = False,
                     scale_lr: ScaleLr = False, sync_batchnorm: SyncBatchnorm = False) -> Options:
-    return Options(nproc_per_node=nproc_per_node, keep_global_batch=keep_global_batch, scale_lr=scale_lr,
+    return Options(nproc_per_node=nproc_per_node, keep_global_batch=keep_global_batch, scale_lr=scale_lr or None,
                    sync_batchnorm=sync_batchnorm)
 
 

@@ -94,7 +94,7 @@ Shard = Annotated[Optional[str], typer.Option("--shard", metavar="CLASS,...", he
 def command_options(nproc_per_node: Nproc = "auto", keep_global_batch: KeepGlobalBatch = False, scale_lr: ScaleLr = False,
                     mixed_precision: MixedPrecision = "none", cpu_offload: CpuOffload = False, shard: Shard = None) -> Options:
     classes = tuple(name.strip() for name in shard.split(",") if name.strip()) if shard else ()
-    return Options(nproc_per_node=nproc_per_node, keep_global_batch=keep_global_batch, scale_lr=scale_lr,
+    return Options(nproc_per_node=nproc_per_node, keep_global_batch=keep_global_batch, scale_lr=scale_lr or None,
                    mixed_precision=mixed_precision, cpu_offload=cpu_offload, shard=classes)
 
 

@@ -376,13 +376,13 @@ def parse(argv: list[str]) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> None:
     options = parse(sys.argv[1:] if argv is None else argv)
-    rank = int(os.environ.get("RANK", "0"))
+    rank = int(os.environ.get("RANK", os.environ.get("HOROVOD_RANK", "0")))  # torchrun's, or horovodrun's
     options.record.mkdir(parents=True, exist_ok=True)
     stacks = open(options.record / f"rank{rank}.stack", "w")  # noqa: SIM115
     faulthandler.dump_traceback_later(options.timeout, exit=True, file=stacks)
     faulthandler.register(signal.SIGTERM, file=stacks, all_threads=True, chain=True)
     recorder = Recorder(options.record, rank, options.root)
-    recorder.event("start", rank=rank, root=recorder.root, world_size=int(os.environ.get("WORLD_SIZE", "1")), pid=os.getpid())
+    recorder.event("start", rank=rank, root=recorder.root, world_size=int(os.environ.get("WORLD_SIZE", os.environ.get("HOROVOD_SIZE", "1"))), pid=os.getpid())
     compare = options.compare_batch_scale > 0
     probe = Probe(recorder, options.steps, stop_at_next_forward=compare)
     install_training_hooks(probe)
@@ -434,6 +434,9 @@ def _wait_for_the_other_ranks() -> None:
 
         if dist.is_available() and dist.is_initialized():
             dist.barrier()
+        horovod = sys.modules.get("horovod.torch")
+        if horovod is not None and horovod.is_initialized():
+            horovod.barrier()
     except Exception:  # noqa: BLE001 (a broken group is reported by the other checks)
         pass
 

@@ -145,6 +145,11 @@ def launch_converted(script: Path, record: Path, options: VerifyOptions) -> Laun
             return run(command, script.parent, record, options)
         finally:
             remove_deepspeed_buffers(port)
+    if launcher == "horovodrun":
+        bin_folder = Path(sys.executable).parent
+        command = [str(bin_folder / "horovodrun"), "-np", str(options.nproc), "-H", f"localhost:{options.nproc}",
+                   sys.executable, "-m", "migrate.verify.runner", *runner]
+        return run(command, script.parent, record, options)
     if launcher != "torchrun":
         raise InputError(str(script), 0, 0, f"verify cannot launch to-{options.target}'s scripts ({launcher or 'one process'})")
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={options.nproc}",

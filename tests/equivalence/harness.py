@@ -97,6 +97,25 @@ def launch_deepspeed(script: Path, nproc: int, args: list[str]) -> subprocess.Co
         remove_deepspeed_buffers(env["MASTER_PORT"])
 
 
+def run_horovod(script: Path, nproc: int, args: list[str], save: Path) -> Run:
+    """The generated run_<script>_horovod.sh (horovodrun, gloo on the CPU) with `nproc` processes;
+    horovodrun's `[rank]<stdout>:` prefixes are taken off the output."""
+    return _finish(launch_horovod(script, nproc, [*args, "--save", str(save)]), save)
+
+
+def launch_horovod(script: Path, nproc: int, args: list[str]) -> subprocess.CompletedProcess[str]:
+    env = environment()
+    env.update(NUM_PROCESSES=str(nproc), PYTHON=sys.executable, PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}")
+    launcher = script.parent / f"run_{script.stem}_horovod.sh"
+    process = _launch(["bash", str(launcher), *args], script.parent, env)
+    return subprocess.CompletedProcess(process.args, process.returncode, _unprefixed(process.stdout),
+                                       _unprefixed(process.stderr))
+
+
+def _unprefixed(text: str) -> str:
+    return re.sub(r"(?m)^\[\d+\]<std(?:out|err)>:", "", text)
+
+
 # torch 2.13 with gloo can abort a rank while the interpreter shuts down, after the script has
 # finished and saved (a gloo worker thread frees the last all-reduce's thread-local state and needs
 # the GIL that finalisation no longer gives): measured in 5 of 80 two-rank runs even with the

@@ -1,0 +1,418 @@
+"""Horovod's optimizer recipe: each stepped optimizer is wrapped once in `hvd.DistributedOptimizer`
+where it is built, so its gradients are averaged across ranks during backward.
+
+- Names: Horovod names every all-reduce after its parameter; two optimizers over two models (a
+  GAN's generator and discriminator) both have `net.0.weight`, which Horovod refuses mid-backward
+  ("a tensor with the same name as another tensor"), so with several optimizers each model's names
+  get its spelling as a prefix.
+- Accumulation: a recognised `if (step + 1) % n == 0: optimizer.step()` gives
+  `backward_passes_per_step=n`; Horovod stops with an error on more passes than it was told.
+- Between backward and the step, a script that reads the gradients (clipping, a GradScaler's
+  unscale) gets `optimizer.synchronize()` first and the step under `skip_synchronize()`, so it reads
+  the averaged gradients, as with DDP.
+- A backward that reaches another optimizer's model (a GAN's generator loss runs through the
+  discriminator) fires that optimizer's all-reduces too; `synchronize()` right after it completes
+  them, or its next `zero_grad()` stops the run ("zero_grad() was called after loss.backward()").
+- Broadcasts: rank 0's weights where DDP would wrap the model (after loading and initialisation);
+  an optimizer's state only after the script loads it (a resume). A fresh optimizer is not
+  broadcast: it holds no state, and `hvd.broadcast_optimizer_state` would create one by stepping
+  it once on zero gradients, which moves weights under weight decay and advances Adam's step count.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from migrate.analysis.index import Scope, descendants, read_names, spell
+from migrate.analysis.sites import ModelSite
+from migrate.analysis.training import calls_in
+from migrate.analysis.trained import Owner, Stepped, optimizer_owners
+from migrate.steps.base import Context, expression, statements
+from migrate.steps.wrap_model import Wrapper
+
+GRADIENT_READERS = ("clip_grad_norm_", "clip_grad_value_", "clip_grad_norm", "unscale_")
+
+
+def broadcast_code(ctx: Context, site: ModelSite) -> str:
+    hvd = ctx.module_name("horovod.torch", "hvd")
+    return f"{hvd}.broadcast_parameters({site.spelling}.state_dict(), root_rank=0)  # every rank starts from rank 0's weights\n"
+
+
+# Horovod leaves the model as it is: the user's module, reached without `.module`
+BROADCAST_WRAPPER = Wrapper(code=broadcast_code, through_module=False)
+
+
+@dataclass(eq=False)
+class Wrapped:
+    """One optimizer as the conversion wraps it."""
+
+    stepped: list[Stepped]  # every place it is stepped
+    built: cst.BaseExpression
+    owners: list[Owner] | None
+    passes: str | None = None  # backward_passes_per_step, as code
+    spellings: set[str] = field(default_factory=set)
+
+
+def horovod_optimizers(ctx: Context) -> None:
+    wrapped = _optimizers(ctx)
+    if wrapped is None or not _passes(ctx, wrapped):
+        ctx.refused = True
+        return
+    several = len(wrapped) > 1
+    for optimizer in wrapped:
+        loaded = _broadcast_loaded_state(ctx, optimizer)
+        _wrap(ctx, optimizer, several, loaded)
+        _plain_zero_grad(ctx, optimizer)
+        _synchronize_before_reads(ctx, optimizer)
+    _synchronize_after_crossing_backwards(ctx, wrapped)
+
+
+def maintenance_note(ctx: Context) -> None:
+    from migrate.targets.horovod import MAINTENANCE
+
+    if ctx.sites.models:
+        site = ctx.sites.models[0]
+        ctx.report("MIG006", MAINTENANCE, site.wrap_after or site.wrap_before)
+
+
+def _optimizers(ctx: Context) -> list[Wrapped] | None:
+    """The stepped optimizers, one entry per construction; None (after MIG402) when one cannot be wrapped."""
+    by_built: dict[int, Wrapped] = {}
+    for stepped in ctx.sites.stepped:
+        if stepped.built is None:
+            ctx.report("MIG402", f"`{stepped.spelling}` is stepped here, but this file does not show where it is built: "
+                       "wrap it in hvd.DistributedOptimizer(...) where it is made; the file is left unchanged", stepped.step.node)
+            return None
+        entry = by_built.setdefault(id(stepped.built), Wrapped(stepped=[], built=stepped.built, owners=stepped.owners))
+        entry.stepped.append(stepped)
+        entry.spellings.add(stepped.spelling)
+    if not by_built and len(ctx.sites.optimizers) == 1:
+        by_built[0] = _only_construction(ctx, ctx.sites.optimizers[0])
+    if not by_built and ctx.sites.backward_calls:
+        ctx.report("MIG402", "no torch optimizer is stepped after backward (the weights are updated by hand or by the "
+                   "script's own class): Horovod averages gradients through hvd.DistributedOptimizer; the file is left "
+                   "unchanged", ctx.sites.backward_calls[0].node)
+        return None
+    wrapped = list(by_built.values())
+    return wrapped if _wrappable(ctx, wrapped) else None
+
+
+def _only_construction(ctx: Context, call) -> Wrapped:  # type: ignore[no-untyped-def]
+    """The one torch optimizer the file builds, when the steps reach it through something the
+    analysis does not follow (a tuple a helper returns, handed to a class that steps it)."""
+    stmt = call.place.stmt
+    name = _assigned_name(stmt, call.node)
+    return Wrapped(stepped=[], built=call.node, owners=optimizer_owners(ctx.index, call.node, call.place.scope),
+                   spellings={name} if name else set())
+
+
+def _wrappable(ctx: Context, wrapped: list[Wrapped]) -> bool:
+    training_loops = {loop.node for loop in ctx.sites.step_loops} | {e.loop.node for e in ctx.sites.epoch_loops}
+    seen: dict[tuple[str, int], Wrapped] = {}
+    for optimizer in wrapped:
+        site = ctx.index.call_site(optimizer.built) if isinstance(optimizer.built, cst.Call) else None
+        if site is not None and training_loops.intersection(site.place.loops):
+            ctx.report("MIG402", f"{_called(optimizer)} is built again in the training loop: each "
+                       "hvd.DistributedOptimizer hooks the parameters once more and their all-reduces collide; build "
+                       "it once before training; the file is left unchanged", optimizer.built)
+            return False
+        for owner in optimizer.owners or []:
+            key = (owner.spelling, id(owner.scope))
+            other = seen.setdefault(key, optimizer)
+            if other is not optimizer:
+                ctx.report("MIG402", f"two optimizers hold the parameters of `{owner.spelling}` "
+                           f"({_called(other)} and {_called(optimizer)}): Horovod hooks "
+                           "each parameter for one optimizer's all-reduce; the file is left unchanged", optimizer.built)
+                return False
+        if len(wrapped) > 1 and not _named(optimizer):
+            ctx.report("MIG402", f"{_called(optimizer)} holds parameters this file cannot name (not "
+                       "`<module>.parameters()`): with several optimizers Horovod needs names unique across them; "
+                       "the file is left unchanged", optimizer.built)
+            return False
+    return True
+
+
+def _called(optimizer: Wrapped) -> str:
+    """How messages name an optimizer: as the script spells it, or as what builds it."""
+    if optimizer.spellings:
+        return f"`{sorted(optimizer.spellings)[0]}`"
+    func = spell(optimizer.built.func) if isinstance(optimizer.built, cst.Call) else None
+    return f"the `{func}(...)` optimizer" if func else "the optimizer"
+
+
+def _named(optimizer: Wrapped) -> bool:
+    """Whether every owner is spelled `<module>.parameters()`, so `named_parameters()` names them."""
+    return bool(optimizer.owners) and all(
+        isinstance(o.node, cst.Call) and isinstance(o.node.func, cst.Attribute)
+        and o.node.func.attr.value in ("parameters", "named_parameters") for o in optimizer.owners or [])
+
+
+def _passes(ctx: Context, wrapped: list[Wrapped]) -> bool:
+    """backward_passes_per_step from each recognised accumulation; False after MIG403."""
+    for code, message, node in ctx.sites.notes:
+        if code == "MIG109":
+            ctx.report("MIG403", f"gradient accumulation Horovod cannot be told about: {message}; "
+                       "hvd.DistributedOptimizer stops the run on a second backward before the step unless "
+                       "backward_passes_per_step says how many come; the file is left unchanged", node)
+            return False
+    for accumulation in ctx.sites.accumulations:
+        optimizer = _optimizer_of(wrapped, accumulation.model)
+        factor = ctx.code(accumulation.factor)
+        where = ctx.index.statement_holding(optimizer.built) if optimizer is not None else None
+        if optimizer is None or where is None or not _known_at(ctx, accumulation.factor, where):
+            place = f" (line {ctx.position(where)[0]})" if where is not None else ""
+            ctx.report("MIG403", f"gradient accumulation every `{factor}` backward passes: hvd.DistributedOptimizer needs "
+                       f"backward_passes_per_step={factor} where the optimizer is built{place}, where `{factor}` is not "
+                       "known; the file is left unchanged", accumulation.step_if or accumulation.last)
+            return False
+        optimizer.passes = factor
+    return True
+
+
+def _optimizer_of(wrapped: list[Wrapped], model: str) -> Wrapped | None:
+    if len(wrapped) == 1:
+        return wrapped[0]
+    held = [w for w in wrapped if any(o.spelling == model for o in w.owners or [])]
+    return held[0] if len(held) == 1 else None
+
+
+def _known_at(ctx: Context, value: cst.BaseExpression, stmt: cst.BaseStatement) -> bool:
+    """Whether every name `value` reads is bound before `stmt` in its function, or at module level."""
+    scope = _scope_of(ctx, stmt)
+    if scope is None:
+        return False
+    order = ctx.index.statement_order()
+    here = order.get(stmt, 0)
+    for name in read_names(value):
+        if name in scope.params or name in ("int", "max", "min", "len", "round"):
+            continue
+        earlier = [b for b in ctx.index.bindings_of_in(name, scope) if order.get(b.place.stmt, here) < here]
+        if not earlier and not ctx.index.module_bindings_of(name) and name not in ctx.index.imports:
+            return False
+    return True
+
+
+def _scope_of(ctx: Context, stmt: cst.BaseStatement) -> Scope | None:
+    for call in calls_in(stmt):
+        site = ctx.index.call_site(call)
+        if site is not None:
+            return site.place.scope
+    return None
+
+
+def _wrap(ctx: Context, optimizer: Wrapped, several: bool, loaded: bool) -> None:
+    hvd = ctx.module_name("horovod.torch", "hvd")
+    arguments = _named_parameters(ctx, optimizer, several)
+    if optimizer.passes is not None:
+        arguments += f", backward_passes_per_step={optimizer.passes}"
+    stmt = ctx.index.statement_holding(optimizer.built)
+    target = _assigned_name(stmt, optimizer.built)
+    if target is not None and stmt is not None:
+        ctx.plan.insert_after(stmt, statements(f"{target} = {hvd}.DistributedOptimizer({target}{arguments})\n"))
+    else:
+        wrapped = expression(f"{hvd}.DistributedOptimizer(__built__{arguments})")
+        ctx.plan.replace(optimizer.built, lambda updated, w=wrapped: _filled(w, updated))
+    accumulation = f" (backward_passes_per_step={optimizer.passes})" if optimizer.passes else ""
+    state = ("its state is broadcast from rank 0 after the script loads it" if loaded else
+             "its state is not broadcast: a fresh optimizer holds none, and hvd.broadcast_optimizer_state would create "
+             "it by stepping once on zero gradients (moving weights under weight decay, advancing Adam's step count)")
+    ctx.report("MIG401", f"{f'`{target}`' if target else _called(optimizer)} wrapped in hvd.DistributedOptimizer{accumulation}, "
+               f"which averages its gradients across ranks during backward; {state}", optimizer.built)
+
+
+def _filled(template: cst.BaseExpression, built: cst.CSTNode) -> cst.BaseExpression:
+    assert isinstance(template, cst.Call)
+    return template.with_changes(args=[template.args[0].with_changes(value=built), *template.args[1:]])
+
+
+def _named_parameters(ctx: Context, optimizer: Wrapped, several: bool) -> str:
+    """`, named_parameters=model.named_parameters()`; with several optimizers, prefixed by the model."""
+    owners = list({o.spelling: o for o in optimizer.owners or []}.values())  # param groups over one model: once
+    if not _named(optimizer):
+        return ""  # one optimizer: Horovod names the parameters by their place in it
+    parts = [f'{o.spelling}.named_parameters(prefix="{o.spelling}")' if several or len(owners) > 1
+             else f"{o.spelling}.named_parameters()" for o in owners]
+    if len(parts) == 1:
+        return f", named_parameters={parts[0]}"
+    chain = ctx.module_name("itertools")
+    return f", named_parameters={chain}.chain({', '.join(parts)})"
+
+
+def _assigned_name(stmt: cst.BaseStatement | None, built: cst.BaseExpression) -> str | None:
+    """`optimizer` for a line that is only `optimizer = <built>`."""
+    if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
+        return None
+    small = stmt.body[0]
+    if isinstance(small, cst.Assign) and len(small.targets) == 1 and small.value is built:
+        return spell(small.targets[0].target)
+    if isinstance(small, cst.AnnAssign) and small.value is built:
+        return spell(small.target)
+    return None
+
+
+def _broadcast_loaded_state(ctx: Context, optimizer: Wrapped) -> bool:
+    """After each `optimizer.load_state_dict(...)`, every rank takes rank 0's optimizer state."""
+    hvd = ctx.module_name("horovod.torch", "hvd")
+    loaded = False
+    for call in ctx.index.calls:
+        func = call.node.func
+        if not (isinstance(func, cst.Attribute) and func.attr.value == "load_state_dict"):
+            continue
+        owner = spell(func.value)
+        if owner in optimizer.spellings and not _in_header(ctx, call):
+            ctx.plan.insert_after(call.place.stmt, statements(
+                f"{hvd}.broadcast_optimizer_state({owner}, root_rank=0)  # every rank resumes from rank 0's optimizer state\n"))
+            loaded = True
+    return loaded
+
+
+def _plain_zero_grad(ctx: Context, optimizer: Wrapped) -> None:
+    """Horovod 0.28.1's `zero_grad()` takes no arguments (torch's `set_to_none=` came later):
+    `set_to_none=True`, torch's default, is dropped; another value calls torch's own method."""
+    for call in ctx.index.calls:
+        func = call.node.func
+        if not (isinstance(func, cst.Attribute) and func.attr.value == "zero_grad" and call.node.args):
+            continue
+        owner = spell(func.value)
+        if owner not in optimizer.spellings:
+            continue
+        value = call.node.args[0].value
+        if isinstance(value, cst.Name) and value.value == "True":
+            ctx.plan.replace(call.node, lambda updated: updated.with_changes(args=[]))
+        else:
+            plain = expression(f"{ctx.torch}.optim.Optimizer.zero_grad({owner}, set_to_none={ctx.code(value)})")
+            ctx.plan.replace_with(call.node, plain)
+
+
+def _in_header(ctx: Context, call) -> bool:  # type: ignore[no-untyped-def]
+    """A call in an `if`/`while` test: no statement can follow it alone."""
+    return not isinstance(call.place.stmt, cst.SimpleStatementLine)
+
+
+def _synchronize_before_reads(ctx: Context, optimizer: Wrapped) -> None:
+    """Clipping or unscaling between backward and the step reads the averaged gradients."""
+    for stepped in optimizer.stepped:
+        step = stepped.step
+        block, position = _block_position(ctx, step.place.stmt)
+        if block is None:
+            continue
+        through_scaler = spell(step.node.func) is not None and not spell(step.node.func).startswith(stepped.spelling + ".")  # type: ignore[union-attr]
+        first_reader = None
+        for stmt in reversed(block[:position]):
+            if _has_backward(stmt):
+                break
+            if _reads_gradients(stmt):
+                first_reader = stmt
+        if first_reader is None and not through_scaler:
+            continue
+        sync_before = first_reader or step.place.stmt
+        name = stepped.spelling
+        ctx.plan.insert_before(sync_before, statements(
+            f"{name}.synchronize()  # average the gradients across ranks before they are read\n"))
+        ctx.plan.wrap_run(step.place.stmt, step.place.stmt, _skip_synchronize(ctx, name))
+        ctx.report("MIG404", f"`{name}.synchronize()` before the gradients are read ({'clipping or unscaling' if first_reader else 'the GradScaler step'}), "
+                   f"and the step under `{name}.skip_synchronize()`: the script reads averaged gradients, as with DDP",
+                   sync_before)
+
+
+def _skip_synchronize(ctx: Context, name: str):  # type: ignore[no-untyped-def]
+    item = expression(f"{name}.skip_synchronize()")
+
+    def build(run: list[cst.BaseStatement]) -> cst.BaseCompoundStatement:
+        return cst.With(items=[cst.WithItem(item)], body=cst.IndentedBlock(body=run))
+
+    return build
+
+
+def _block_position(ctx: Context, stmt: cst.BaseStatement) -> tuple[list[cst.BaseStatement] | None, int]:
+    """The statements of the block `stmt` is in, and its place there."""
+    parent = ctx.index.parent_of.get(stmt)
+    blocks = [ctx.index.module] if parent is None else [n for n in descendants(parent) if isinstance(n, cst.IndentedBlock)]
+    for block in blocks:
+        for position, sibling in enumerate(block.body):
+            if sibling is stmt:
+                return list(block.body), position
+    return None, 0
+
+
+def _has_backward(stmt: cst.CSTNode) -> bool:
+    return any(isinstance(c.func, cst.Attribute) and c.func.attr.value == "backward" for c in calls_in(stmt))
+
+
+def _reads_gradients(stmt: cst.CSTNode) -> bool:
+    for call in calls_in(stmt):
+        func = call.func
+        name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+        if name in GRADIENT_READERS:
+            return True
+    return False
+
+
+def _synchronize_after_crossing_backwards(ctx: Context, wrapped: list[Wrapped]) -> None:
+    """A backward whose loss runs through a model of an optimizer that is not stepped after it."""
+    if len(wrapped) < 2:
+        return
+    for backward in ctx.sites.backward_calls:
+        block, position = _block_position(ctx, backward.place.stmt)
+        if block is None:
+            continue
+        reached = _reached_names(ctx, backward)
+        if reached is None:
+            continue
+        later = []
+        for stmt in block[position + 1:]:
+            if _has_backward(stmt):
+                break
+            later.append(stmt)
+        for optimizer in wrapped:
+            roots = {o.spelling for o in optimizer.owners or []}
+            if not roots & reached or any(_steps(stmt, optimizer) for stmt in later):
+                continue
+            name = next((s.spelling for s in optimizer.stepped if s.step.place.scope is backward.place.scope), None)
+            if name is None:
+                continue
+            ctx.plan.insert_after(backward.place.stmt, statements(
+                f"{name}.synchronize()  # this backward reached {', '.join(sorted(roots & reached))} too: finish its all-reduces\n"))
+            ctx.report("MIG404", f"this backward runs through `{', '.join(sorted(roots & reached))}`, whose optimizer "
+                       f"`{name}` is not stepped after it: `{name}.synchronize()` completes the all-reduces it started",
+                       backward.node)
+
+
+def _steps(stmt: cst.BaseStatement, optimizer: Wrapped) -> bool:
+    return any(any(s.step.node is call for s in optimizer.stepped) for call in calls_in(stmt))
+
+
+def _reached_names(ctx: Context, backward) -> set[str] | None:  # type: ignore[no-untyped-def]
+    """The names the loss of `backward` is computed from, through the assignments before it in
+    its function (`.detach()` cuts a path); None when it is not `name.backward()`."""
+    func = backward.node.func
+    if not isinstance(func, cst.Attribute):
+        return None
+    scope = backward.place.scope
+    order = ctx.index.statement_order()
+    here = order.get(backward.place.stmt, 0)
+    pending = _undetached_names(func.value)
+    reached: set[str] = set()
+    while pending:
+        name = pending.pop()
+        if name in reached:
+            continue
+        reached.add(name)
+        for binding in ctx.index.bindings_of_in(name, scope):
+            if binding.value is not None and order.get(binding.place.stmt, here) < here:
+                pending |= _undetached_names(binding.value)
+    return reached
+
+
+def _undetached_names(value: cst.CSTNode) -> set[str]:
+    if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "detach":
+        return set()
+    if isinstance(value, (cst.Name, cst.Attribute)):
+        return read_names(value) | ({spell(value)} if spell(value) else set())  # type: ignore[arg-type]
+    found: set[str] = set()
+    for child in value.children:
+        if isinstance(child, cst.CSTNode):
+            found |= _undetached_names(child)
+    return found

@@ -1,0 +1,147 @@
+"""Horovod + horovodrun: `hvd.init()`, the local rank's GPU, a DistributedSampler over
+`hvd.size()` ranks, every stepped optimizer wrapped in `hvd.DistributedOptimizer` (its gradients
+averaged across ranks on backward, `backward_passes_per_step` for gradient accumulation), rank 0's
+weights broadcast where DDP would wrap the model, a resumed optimizer's state broadcast after its
+load, the learning rate scaled by `hvd.size()` (Horovod's recipe; `--no-scale-lr` keeps it), output
+and checkpoints on rank 0. Artifact: a horovodrun launch script.
+
+Horovod's last release is 0.28.1 (2023); it builds against current torch only with the changes
+scripts/horovod-wheel makes.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Annotated, Optional
+
+import typer
+
+from migrate.model import Artifact, Options, Severity
+from migrate.options import OptionProblem, hosts_problems
+from migrate.runtime import Runtime
+from migrate.targets.base import Conversion, Target
+from migrate.targets.ddp import Nproc, launch_script_path
+from migrate.templating import render
+
+HOROVOD = Runtime(
+    module="horovod.torch",
+    alias="hvd",
+    launcher="horovodrun",
+    rank="{m}.rank()",
+    world_size="{m}.size()",
+    barrier="{m}.barrier()",
+    setup=(
+        "{m}.init()\n"
+        "local_rank = {m}.local_rank()\n"
+        "if {torch}.cuda.is_available():\n"
+        "    {torch}.cuda.set_device(local_rank)\n"
+    ),
+    teardown=(
+        "{m}.barrier()  # no rank exits while rank 0 still writes its files\n"
+        "{m}.shutdown()\n"
+    ),
+    rank_variable="HOROVOD_RANK",
+    local_rank_variable="HOROVOD_LOCAL_RANK",
+    sampler_arguments="num_replicas={m}.size(), rank={m}.rank()",
+)
+
+MAINTENANCE = ("Horovod's last release is 0.28.1 (2023): it does not build against torch >= 2.1 as published "
+               "(see the README for the build that works); for a maintained stack convert the original with "
+               "`migrate to-ddp`")
+
+
+def horovodrun_launcher(script_path: str, ctx) -> list[Artifact]:  # type: ignore[no-untyped-def]
+    """run_<script>_horovod.sh: horovodrun on this node, or on the hosts --hosts names."""
+    path = launch_script_path(script_path, "horovod")
+    hosts = [(h.split(":")[0], int(h.split(":")[1]) if ":" in h else 1) for h in ctx.options.hosts]
+    nproc = ctx.options.nproc_per_node
+    text = render(
+        "launch/horovodrun.sh.j2",
+        script=os.path.basename(script_path),
+        nproc=nproc if nproc.isdigit() else "",
+        hosts=",".join(f"{host}:{slots}" for host, slots in hosts),
+        total=sum(slots for _host, slots in hosts),
+        launcher_name=os.path.basename(path),
+    )
+    return [Artifact(path=path, text=text, executable=True)]
+
+
+def conversion() -> Conversion:
+    from migrate.steps.distributed_sampler import distributed_sampler
+    from migrate.steps.horovod_optimizers import BROADCAST_WRAPPER, horovod_optimizers, maintenance_note
+    from migrate.steps.init_process_group import setup, teardown
+    from migrate.steps.load_map_location import load_map_location
+    from migrate.steps.local_rank_device import local_rank_device
+    from migrate.steps.rank_divergence import rank_divergence
+    from migrate.steps.rank_zero import rank_zero
+    from migrate.steps.same_split import same_split
+    from migrate.steps.scale_lr import scale_lr_unless_declined
+    from migrate.steps.scheduler_checks import plateau_metric
+    from migrate.steps.shared_files import shared_files
+    from migrate.steps.trained_models import refuse_unwrappable
+    from migrate.steps.wrap_model import wrap_models
+
+    steps = (
+        refuse_unwrappable,
+        horovod_optimizers,
+        setup,
+        local_rank_device,
+        wrap_models,
+        rank_divergence,
+        distributed_sampler,
+        same_split,
+        rank_zero,
+        shared_files,
+        plateau_metric,
+        load_map_location,
+        scale_lr_unless_declined,
+        teardown,
+        maintenance_note,
+    )
+    return Conversion(steps=steps, artifacts=horovodrun_launcher, runtime=HOROVOD, wrapper=BROADCAST_WRAPPER)
+
+
+def check_options(options: Options) -> list[OptionProblem]:
+    found = hosts_problems(options.hosts)
+    if options.hosts and options.nproc_per_node != "auto":
+        found.append(OptionProblem("--hosts/--nproc-per-node", "--hosts gives each host's process count (HOST:N): leave out --nproc-per-node"))
+    return found
+
+
+Hosts = Annotated[Optional[str], typer.Option("--hosts", metavar="HOST:N,...", help="Several nodes: the hosts and the processes on each, for horovodrun -H. Example: --hosts node1:4,node2:4")]
+ScaleLr = Annotated[Optional[bool], typer.Option("--scale-lr/--no-scale-lr", help="Multiply the optimizer's lr by hvd.size() (Horovod's recipe: on by default, off with --keep-global-batch).")]
+KeepGlobalBatch = Annotated[bool, typer.Option("--keep-global-batch", help="Divide each DataLoader's batch_size by hvd.size(), so the global batch stays what the script says (the lr then stays too).")]
+
+
+def command_options(nproc_per_node: Nproc = "auto", keep_global_batch: KeepGlobalBatch = False,
+                    scale_lr: ScaleLr = None, hosts: Hosts = None) -> Options:
+    host_list = tuple(h.strip() for h in hosts.split(",") if h.strip()) if hosts else ()
+    return Options(nproc_per_node=nproc_per_node, keep_global_batch=keep_global_batch, scale_lr=scale_lr, hosts=host_list)
+
+
+HOROVOD_TARGET = Target(
+    name="horovod",
+    framework="Horovod",
+    summary="Horovod (DistributedOptimizer), launched by horovodrun; Horovod's last release is 0.28.1 (2023).",
+    description=(
+        "Adds hvd.init() and the local rank's GPU, a DistributedSampler over hvd.size() ranks, wraps each\n"
+        "stepped optimizer in hvd.DistributedOptimizer (backward_passes_per_step for gradient accumulation),\n"
+        "broadcasts rank 0's weights (and a resumed optimizer's state), scales the lr by hvd.size() unless\n"
+        "--no-scale-lr, puts output and checkpoints on rank 0, and writes run_<script>_horovod.sh.\n"
+        "Horovod's last release is 0.28.1 (2023); the README says how to build it for current torch."
+    ),
+    example="migrate to-horovod --hosts node1:4,node2:4 train.py > horovod.patch",
+    conversion=conversion,
+    command_options=command_options,
+    uses=frozenset({"nproc_per_node", "keep_global_batch", "scale_lr", "hosts"}),
+    check_options=check_options,
+    markers={"horovod.torch.init": "Horovod", "horovod.torch.DistributedOptimizer": "Horovod"},
+    replaces=frozenset({"nn.DataParallel"}),
+    launcher="horovodrun",
+    codes={
+        "MIG401": (Severity.NOTE, "Horovod: how each optimizer is wrapped in hvd.DistributedOptimizer, and what is broadcast from rank 0"),
+        "MIG402": (Severity.WARNING, "Horovod: an optimizer the conversion cannot wrap once, with names unique across optimizers (not built in this file, built again during training, two over one model): left unchanged"),
+        "MIG403": (Severity.WARNING, "Horovod: more backward passes reach an optimizer before its step than the conversion can count for backward_passes_per_step: left unchanged"),
+        "MIG404": (Severity.NOTE, "Horovod: gradients are averaged before the script reads them (clipping, loss scaling), or after a backward that reaches another optimizer's model"),
+    },
+)
