@@ -82,8 +82,9 @@ def _optimizers(ctx: Context) -> list[Wrapped] | None:
     by_built: dict[int, Wrapped] = {}
     for stepped in ctx.sites.stepped:
         if stepped.built is None:
-            ctx.report("MIG402", f"`{stepped.spelling}` is stepped here, but this file does not show where it is built: "
-                       "wrap it in hvd.DistributedOptimizer(...) where it is made; the file is left unchanged", stepped.step.node)
+            ctx.report("MIG402", f"`{stepped.spelling}` is stepped here, but the conversion cannot follow it back to the "
+                       f"torch optimizer that builds it{_comes_from(ctx, stepped)}: wrap that optimizer in "
+                       "hvd.DistributedOptimizer(...) where it is made; the file is left unchanged", stepped.step.node)
             return None
         entry = by_built.setdefault(id(stepped.built), Wrapped(stepped=[], built=stepped.built, owners=stepped.owners))
         entry.stepped.append(stepped)
@@ -97,6 +98,18 @@ def _optimizers(ctx: Context) -> list[Wrapped] | None:
         return None
     wrapped = list(by_built.values())
     return wrapped if _wrappable(ctx, wrapped) else None
+
+
+def _comes_from(ctx: Context, stepped: Stepped) -> str:
+    """` (it comes from `define_optimizer(...)`, line 77)`: where the stepped name was last bound."""
+    scope = stepped.step.place.scope
+    bindings = [b for b in ctx.index.bindings_of_in(stepped.spelling, scope) if b.value is not None]
+    if not bindings:
+        return ""
+    value = bindings[-1].value
+    assert value is not None
+    shown = f"{spell(value.func)}(...)" if isinstance(value, cst.Call) and spell(value.func) else ctx.code(value).splitlines()[0][:60]
+    return f" (it comes from `{shown}`, line {ctx.position(bindings[-1].place.stmt)[0]})"
 
 
 def _only_construction(ctx: Context, call) -> Wrapped:  # type: ignore[no-untyped-def]

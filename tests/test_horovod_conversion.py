@@ -1,0 +1,148 @@
+"""to-horovod on short scripts, as a user calls it (the library and the command line): the lr
+recipe and its opt-outs, the launcher for one node and several, Horovod 0.28.1's `zero_grad()`,
+where the optimizer's state is broadcast, and what it refuses. The golden cases hold whole
+scripts; these pin one behaviour each."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from migrate import Options, migrate_source
+
+SCRIPT = """\
+import argparse
+
+import torch
+import torch.nn as nn
+from torch.utils.data import DataLoader, TensorDataset
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--resume", default=None)
+    args = parser.parse_args()
+    data = TensorDataset(torch.randn(64, 4), torch.randn(64, 1))
+    loader = DataLoader(data, batch_size=16, shuffle=True)
+    model = nn.Linear(4, 1)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
+    if args.resume:
+        state = torch.load(args.resume)
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+    for epoch in range(2):
+        for x, y in loader:
+            optimizer.zero_grad(set_to_none=False)
+            loss = nn.functional.mse_loss(model(x), y)
+            loss.backward()
+            optimizer.step()
+    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict()}, "last.pt")
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+def convert(options: Options | None = None, source: str = SCRIPT):  # type: ignore[no-untyped-def]
+    result = migrate_source(source, "horovod", options, path="train.py")
+    assert not result.error, result.error
+    return result
+
+
+def test_the_lr_is_scaled_by_default_and_each_opt_out_keeps_it() -> None:
+    assert "lr=1e-3 * hvd.size()" in convert().new
+    assert "lr=1e-3 * hvd.size()" in convert(Options(scale_lr=True)).new
+    assert "lr=1e-3," in convert(Options(scale_lr=False)).new
+    kept = convert(Options(keep_global_batch=True)).new
+    assert "lr=1e-3," in kept and "batch_size=max(1, 16 // hvd.size())" in kept
+
+
+def test_the_command_line_scales_unless_told_not_to(tmp_path: Path) -> None:
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT)
+    for flags, scaled in (([], True), (["--no-scale-lr"], False), (["--keep-global-batch"], False)):
+        diff = subprocess.run([sys.executable, "-m", "migrate", "to-horovod", *flags, str(script)],
+                              capture_output=True, text=True, check=True).stdout
+        assert ("lr=1e-3 * hvd.size()" in diff) is scaled, flags
+    both = subprocess.run([sys.executable, "-m", "migrate", "to-horovod", "--scale-lr", "--keep-global-batch", str(script)],
+                          capture_output=True, text=True)
+    assert both.returncode == 2 and "choose one" in both.stderr
+
+
+def test_the_optimizer_is_wrapped_before_its_state_loads_and_broadcast_after() -> None:
+    lines = [line.strip() for line in convert().new.splitlines()]
+    wrap = lines.index("optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())")
+    load = lines.index('optimizer.load_state_dict(state["optimizer"])')
+    assert wrap < load
+    assert lines[load + 1].startswith("hvd.broadcast_optimizer_state(optimizer, root_rank=0)")
+    assert lines.count("hvd.broadcast_parameters(model.state_dict(), root_rank=0)  # every rank starts from rank 0's weights") == 1
+    assert lines.index("hvd.broadcast_parameters(model.state_dict(), root_rank=0)  # every rank starts from rank 0's weights") > \
+        lines.index('model.load_state_dict(state["model"])')
+
+
+def test_zero_grad_takes_no_argument_in_horovod() -> None:
+    new = convert().new
+    assert "torch.optim.Optimizer.zero_grad(optimizer, set_to_none=False)" in new
+    assert "zero_grad()" in convert(source=SCRIPT.replace("set_to_none=False", "set_to_none=True")).new
+
+
+def test_the_launcher_for_one_node_and_for_several(tmp_path: Path) -> None:
+    one = convert().artifacts[0]
+    assert one.path == "run_train_horovod.sh" and one.executable
+    assert 'horovodrun -np "$NUM_PROCESSES" -H "localhost:$NUM_PROCESSES"' in one.text
+    several = convert(Options(hosts=("node1:4", "node-2:2"))).artifacts[0].text
+    assert "exec horovodrun -np 6 -H node1:4,node-2:2 " in several
+    four = convert(Options(nproc_per_node="4")).artifacts[0].text
+    assert "NUM_PROCESSES=4" in four
+    for text in (one.text, several, four):
+        launcher = tmp_path / "run.sh"
+        launcher.write_text(text)
+        assert subprocess.run(["bash", "-n", str(launcher)]).returncode == 0
+
+
+def test_hosts_and_a_process_count_are_refused_together() -> None:
+    from migrate.options import problems
+
+    found = problems("horovod", Options(hosts=("node1:4",), nproc_per_node="4"))
+    assert [p.flag for p in found] == ["--hosts/--nproc-per-node"]
+
+
+ACCUMULATION_AFTER_OPTIMIZER = """\
+import torch
+import torch.nn as nn
+
+
+def main():
+    model = nn.Linear(4, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    accum = 4
+    for step in range(16):
+        loss = model(torch.randn(8, 4)).pow(2).mean() / accum
+        loss.backward()
+        if (step + 1) % accum == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+@pytest.mark.parametrize("bound_before", [True, False])
+def test_accumulation_gives_backward_passes_per_step_where_it_is_known(bound_before: bool) -> None:
+    source = ACCUMULATION_AFTER_OPTIMIZER
+    if bound_before:
+        source = source.replace("    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n    accum = 4\n",
+                                "    accum = 4\n    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n")
+    result = migrate_source(source, "horovod", path="train.py")
+    if bound_before:
+        assert "backward_passes_per_step=accum)" in result.new
+        return
+    assert result.new == source
+    [finding] = [f for f in result.findings if f.code == "MIG403"]
+    assert "backward_passes_per_step=accum where the optimizer is built (line 7), where `accum` is not known" in finding.message
