@@ -52,6 +52,8 @@ class Wrapped:
     built: cst.BaseExpression
     owners: list[Owner] | None
     passes: str | None = None  # backward_passes_per_step, as code
+    # the other constructions bound to the same name (`if args.adam: opt = Adam(...) else: opt = SGD(...)`)
+    alternatives: list[cst.BaseExpression] = field(default_factory=list)
     spellings: set[str] = field(default_factory=set)
 
 
@@ -97,7 +99,22 @@ def _optimizers(ctx: Context) -> list[Wrapped] | None:
                    "unchanged", ctx.sites.backward_calls[0].node)
         return None
     wrapped = list(by_built.values())
+    for optimizer in wrapped:
+        optimizer.alternatives = _alternatives(ctx, optimizer, by_built)
     return wrapped if _wrappable(ctx, wrapped) else None
+
+
+def _alternatives(ctx: Context, optimizer: Wrapped, known: dict[int, Wrapped]) -> list[cst.BaseExpression]:
+    """Other torch optimizer constructions bound to the name the construction is bound to, in its scope."""
+    stmt = ctx.index.statement_holding(optimizer.built)
+    name = _assigned_name(stmt, optimizer.built)
+    site = ctx.index.call_site(optimizer.built) if isinstance(optimizer.built, cst.Call) else None
+    if name is None or site is None:
+        return []
+    constructions = {id(call.node) for call in ctx.sites.optimizers}
+    return [b.value for b in ctx.index.bindings_of_in(name, site.place.scope)
+            if b.value is not None and b.value is not optimizer.built and id(b.value) in constructions
+            and id(b.value) not in known]
 
 
 def _comes_from(ctx: Context, stepped: Stepped) -> str:
@@ -220,13 +237,15 @@ def _wrap(ctx: Context, optimizer: Wrapped, several: bool, loaded: bool) -> None
     arguments = _named_parameters(ctx, optimizer, several)
     if optimizer.passes is not None:
         arguments += f", backward_passes_per_step={optimizer.passes}"
-    stmt = ctx.index.statement_holding(optimizer.built)
-    target = _assigned_name(stmt, optimizer.built)
-    if target is not None and stmt is not None:
-        ctx.plan.insert_after(stmt, statements(f"{target} = {hvd}.DistributedOptimizer({target}{arguments})\n"))
-    else:
-        wrapped = expression(f"{hvd}.DistributedOptimizer(__built__{arguments})")
-        ctx.plan.replace(optimizer.built, lambda updated, w=wrapped: _filled(w, updated))
+    target = None
+    for built in (optimizer.built, *optimizer.alternatives):
+        stmt = ctx.index.statement_holding(built)
+        target = _assigned_name(stmt, built)
+        if target is not None and stmt is not None:
+            ctx.plan.insert_after(stmt, statements(f"{target} = {hvd}.DistributedOptimizer({target}{arguments})\n"))
+        else:
+            wrapped = expression(f"{hvd}.DistributedOptimizer(__built__{arguments})")
+            ctx.plan.replace(built, lambda updated, w=wrapped: _filled(w, updated))
     accumulation = f" (backward_passes_per_step={optimizer.passes})" if optimizer.passes else ""
     state = ("its state is broadcast from rank 0 after the script loads it" if loaded else
              "its state is not broadcast: a fresh optimizer holds none, and hvd.broadcast_optimizer_state would create "
@@ -387,9 +406,9 @@ def _synchronize_after_crossing_backwards(ctx: Context, wrapped: list[Wrapped]) 
             if name is None:
                 continue
             ctx.plan.insert_after(backward.place.stmt, statements(
-                f"{name}.synchronize()  # this backward reached {', '.join(sorted(roots & reached))} too: finish its all-reduces\n"))
+                f"{name}.synchronize()  # this backward reached {', '.join(sorted(roots & reached))}: finish its all-reduces before the next one\n"))
             ctx.report("MIG404", f"this backward runs through `{', '.join(sorted(roots & reached))}`, whose optimizer "
-                       f"`{name}` is not stepped after it: `{name}.synchronize()` completes the all-reduces it started",
+                       f"`{name}` is not stepped before the next backward: `{name}.synchronize()` completes the all-reduces this one started (Horovod stops on a second backward, or a zero_grad(), before they are complete)",
                        backward.node)
 
 
@@ -420,8 +439,10 @@ def _reached_names(ctx: Context, backward) -> set[str] | None:  # type: ignore[n
 
 
 def _undetached_names(value: cst.CSTNode) -> set[str]:
-    if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "detach":
+    if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in ("detach", "item"):
         return set()
+    if isinstance(value, cst.Attribute) and value.attr.value == "data":
+        return set()  # `fake.data`: the tensor without its graph
     if isinstance(value, (cst.Name, cst.Attribute)):
         return read_names(value) | ({spell(value)} if spell(value) else set())  # type: ignore[arg-type]
     found: set[str] = set()

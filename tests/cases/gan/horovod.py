@@ -62,7 +62,7 @@ for epoch in range(args.epochs):
         g_loss = bce(discriminator(fake), ones)
         opt_g.zero_grad()
         g_loss.backward()
-        opt_d.synchronize()  # this backward reached discriminator too: finish its all-reduces
+        opt_d.synchronize()  # this backward reached discriminator: finish its all-reduces before the next one
         opt_g.step()
 
     if hvd.rank() == 0:

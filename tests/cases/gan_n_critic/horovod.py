@@ -58,7 +58,7 @@ def main():
                 optimizer_G.zero_grad()
                 loss_G = -critic(generator(z)).mean()
                 loss_G.backward()
-                optimizer_D.synchronize()  # this backward reached critic too: finish its all-reduces
+                optimizer_D.synchronize()  # this backward reached critic: finish its all-reduces before the next one
                 optimizer_G.step()
 
         if hvd.rank() == 0:

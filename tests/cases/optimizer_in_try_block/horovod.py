@@ -26,6 +26,7 @@ hvd.broadcast_parameters(model.state_dict(), root_rank=0)  # every rank starts f
 try:
     if args.optimizer == "sgd":
         optimizer = torch.optim.SGD(model.parameters(), lr=0.05 * hvd.size())
+        optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())
     else:
         optimizer = torch.optim.Adam(model.parameters(), lr=1e-3 * hvd.size())
         optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())
