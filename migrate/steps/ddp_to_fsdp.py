@@ -15,7 +15,8 @@ from migrate.analysis.index import spell
 from migrate.analysis.models import aliases
 from migrate.analysis.sites import ModelSite
 from migrate.steps.base import Context, statements
-from migrate.steps.fsdp_shard import shard, without_module
+from migrate.steps.fsdp_shard import shard
+from migrate.steps.wrap_model import without_module
 from migrate.steps.gathers import tests_rank
 from migrate.steps.no_sync import negated
 from migrate.steps.rank_zero import collective_call

@@ -26,7 +26,7 @@ from migrate.analysis.trained import calls_of, optimizer_owners
 from migrate.analysis.training import argument
 from migrate.analysis.upstream import upstream
 from migrate.steps.base import Context, statements
-from migrate.steps.wrap_model import WRAPPER_SAFE, remove_data_parallel, report_unwrapped_model
+from migrate.steps.wrap_model import WRAPPER_SAFE, remove_data_parallel, report_unwrapped_model, without_module
 
 FSDP = "torch.distributed.fsdp"
 # what an nn.Module answers itself after fully_shard, besides forward: no registration needed
@@ -47,15 +47,6 @@ def fsdp_shard(ctx: Context) -> None:
         shard(ctx, site)
         if site.data_parallel:
             without_module(ctx, site)
-
-
-def without_module(ctx: Context, site: ModelSite) -> None:
-    """`model.module.x` -> `model.x`: the wrapper that held the module (DataParallel, DDP) is gone,
-    and fully_shard keeps the user's class."""
-    names = aliases(ctx.index, site)
-    for use in ctx.index.attributes:
-        if use.node.attr.value == "module" and (use.owner, use.place.scope.name) in names:
-            ctx.plan.replace_with(use.node, use.node.value)
 
 
 def shard(ctx: Context, site: ModelSite) -> None:

@@ -67,6 +67,7 @@ def horovod_optimizers(ctx: Context) -> None:
         loaded = _broadcast_loaded_state(ctx, optimizer)
         _wrap(ctx, optimizer, several, loaded)
         _plain_zero_grad(ctx, optimizer)
+        _synchronize_leftovers(ctx, optimizer)
         _synchronize_before_reads(ctx, optimizer)
     _synchronize_after_crossing_backwards(ctx, wrapped)
 
@@ -318,6 +319,23 @@ def _plain_zero_grad(ctx: Context, optimizer: Wrapped) -> None:
             ctx.plan.replace_with(call.node, plain)
 
 
+def _synchronize_leftovers(ctx: Context, optimizer: Wrapped) -> None:
+    """With accumulation, a `zero_grad()` outside the block that steps (an epoch's start) may find
+    micro-steps left over from the last window, whose all-reduces Horovod still holds (it stops on
+    a zero_grad() then): `synchronize()` completes them first."""
+    if optimizer.passes is None:
+        return
+    stepping = {id(ctx.index.parent_of.get(s.step.place.stmt)) for s in optimizer.stepped}
+    for call in ctx.index.calls:
+        func = call.node.func
+        if not (isinstance(func, cst.Attribute) and func.attr.value == "zero_grad" and spell(func.value) in optimizer.spellings):
+            continue
+        if not call.place.loops or id(ctx.index.parent_of.get(call.place.stmt)) in stepping or _in_header(ctx, call):
+            continue
+        ctx.plan.insert_before(call.place.stmt, statements(
+            f"{spell(func.value)}.synchronize()  # micro-steps left over from the last window: finish their all-reduces\n"))
+
+
 def _in_header(ctx: Context, call) -> bool:  # type: ignore[no-untyped-def]
     """A call in an `if`/`while` test: no statement can follow it alone."""
     return not isinstance(call.place.stmt, cst.SimpleStatementLine)
@@ -383,9 +401,9 @@ def _reads_gradients(stmt: cst.CSTNode) -> bool:
 
 
 def _synchronize_after_crossing_backwards(ctx: Context, wrapped: list[Wrapped]) -> None:
-    """A backward whose loss runs through a model of an optimizer that is not stepped after it."""
-    if len(wrapped) < 2:
-        return
+    """A backward whose loss runs through a model of an optimizer that is not stepped after it
+    (before the next backward): a GAN's generator loss through the discriminator, or a loop of
+    backwards before one step."""
     for backward in ctx.sites.backward_calls:
         block, position = _block_position(ctx, backward.place.stmt)
         if block is None:

@@ -15,7 +15,7 @@ from migrate.steps.base import Context
 def rank_divergence(ctx: Context) -> None:
     """All three (DDP: the wrap sites are where the wrapper goes)."""
     rank_divergent_control(ctx)
-    sharded = ctx.wrapper is not None and not ctx.wrapper.through_module  # FSDP2: nothing is copied from rank 0
+    sharded = ctx.distributed.module == "torch.distributed" and ctx.wrapper is not None and not ctx.wrapper.through_module  # FSDP2: nothing is copied from rank 0
     for divergence in reinitialized_after_wrap(ctx.sites, aliases, is_after, sharded):
         ctx.report(divergence.code, _text(ctx, divergence.parts), divergence.node)
 

@@ -23,25 +23,49 @@ def scale_lr(ctx: Context) -> None:
 def scale_lr_unless_declined(ctx: Context) -> None:
     """Horovod's recipe: on unless `--no-scale-lr`, or `--keep-global-batch` keeps the global batch."""
     if ctx.options.scale_lr or (ctx.options.scale_lr is None and not ctx.options.keep_global_batch):
-        scale_learning_rates(ctx)
-        if ctx.sites.optimizers:
+        first = scale_learning_rates(ctx)
+        if first is not None:
             ctx.report("MIG004", f"the learning rate is multiplied by {ctx.world_size()} (Horovod's recipe: each rank "
                        "keeps its batch, so the global batch grows with the ranks); --no-scale-lr keeps the script's",
-                       ctx.sites.optimizers[0].node)
+                       first)
 
 
-def scale_learning_rates(ctx: Context) -> None:
+# schedulers that set the lr from their own arguments: (keyword, position) of each rate they set
+SCHEDULER_RATES = {
+    "torch.optim.lr_scheduler.OneCycleLR": (("max_lr", 1),),
+    "torch.optim.lr_scheduler.CyclicLR": (("base_lr", 1), ("max_lr", 2)),
+}
+
+
+def scale_learning_rates(ctx: Context) -> cst.CSTNode | None:
+    """Every optimizer's lr (and a OneCycleLR/CyclicLR's rates, which replace it) times the world
+    size; the first call scaled, or None."""
     world = ctx.world_size()
+    first = None
     for call in ctx.sites.optimizers:
+        if (ctx.index.qualify(call.node.func) or "").startswith("torch.optim.swa_utils"):
+            continue  # AveragedModel / SWALR: not an optimizer
         lr = argument(call.node, "lr", 1)
         if lr is None:
             ctx.report("MIG004", f"--scale-lr: this optimizer uses its default learning rate; pass lr=<default> * {world} by hand", call.node)
             continue
-        value = ctx.code(lr.value)
-        if _binds_looser_than_times(lr.value):
-            value = f"({value})"  # `a + b` scales as a whole, `x if c else y` in both branches
-        scaled = expression(f"{value} * {world}")
-        ctx.plan.replace(lr, lambda updated, s=scaled: updated.with_changes(value=s))
+        _scale(ctx, lr, world)
+        first = first or call.node
+    for name, rates in SCHEDULER_RATES.items():
+        for call in ctx.index.calls_named(name):
+            for keyword, position in rates:
+                rate = argument(call.node, keyword, position)
+                if rate is not None:
+                    _scale(ctx, rate, world)
+    return first
+
+
+def _scale(ctx: Context, arg: cst.Arg, world: str) -> None:
+    value = ctx.code(arg.value)
+    if _binds_looser_than_times(arg.value):
+        value = f"({value})"  # `a + b` scales as a whole, `x if c else y` in both branches
+    scaled = expression(f"{value} * {world}")
+    ctx.plan.replace(arg, lambda updated, s=scaled: updated.with_changes(value=s))
 
 
 def _binds_looser_than_times(value: cst.BaseExpression) -> bool:

@@ -84,12 +84,23 @@ def wrap_models(ctx: Context) -> None:
             ctx.report("MIG107", "SyncBatchNorm conversion runs only when the model is on a GPU (it cannot run on the CPU)",
                        site.wrap_after or site.wrap_before)
         if not wrapper.through_module:
+            if site.data_parallel:
+                without_module(ctx, site)
             continue
         # replacing nn.DataParallel: its checkpoints already carry `module.`, and so do the wrapper's
         if site.data_parallel:
             unwrap_later_uses(ctx, site, wrapper.safe | STATE_DICT, route_saves=False)
         else:
             unwrap_later_uses(ctx, site, wrapper.safe)
+
+
+def without_module(ctx: Context, site: ModelSite) -> None:
+    """`model.module.x` -> `model.x`: the wrapper that held the module (DataParallel, DDP) is gone,
+    and the target keeps the user's class (fully_shard, Horovod)."""
+    names = aliases(ctx.index, site)
+    for use in ctx.index.attributes:
+        if use.node.attr.value == "module" and (use.owner, use.place.scope.name) in names:
+            ctx.plan.replace_with(use.node, use.node.value)
 
 
 def report_unwrapped_model(ctx: Context) -> None:

@@ -60,7 +60,7 @@ def main():
             print(f"epoch {epoch}: recon loss {epoch_loss / len(loader):.5f}")
 
     if hvd.rank() == 0:
-        torch.save(model.module.state_dict(), "autoencoder.pt")
+        torch.save(model.state_dict(), "autoencoder.pt")
     hvd.barrier()  # no rank exits while rank 0 still writes its files
     hvd.shutdown()
 

@@ -56,7 +56,7 @@ def main():
             optimizer.step()
         if hvd.rank() == 0:
             print(f"epoch {epoch}: loss {loss.item():.4f}")
-            torch.save({"model": model.module.state_dict(), "epoch": epoch}, "regressor.pt")
+            torch.save({"model": model.state_dict(), "epoch": epoch}, "regressor.pt")
     hvd.barrier()  # no rank exits while rank 0 still writes its files
     hvd.shutdown()
 

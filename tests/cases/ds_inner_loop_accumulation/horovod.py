@@ -28,6 +28,7 @@ def main():
             x, y = next(batches)
             loss = nn.functional.mse_loss(model(x), y) / ACCUM
             loss.backward()
+            optimizer.synchronize()  # this backward reached model: finish its all-reduces before the next one
         optimizer.step()
         if hvd.rank() == 0:
             print(f"step {step} loss {loss.item():.4f}")

@@ -41,6 +41,7 @@ def main():
     for epoch in range(args.epochs):
         train_loader.sampler.set_epoch(epoch)
         model.train()
+        optimizer.synchronize()  # micro-steps left over from the last window: finish their all-reduces
         optimizer.zero_grad()
         running = 0.0
         for i, (x, y) in enumerate(train_loader):

@@ -34,7 +34,7 @@ def main():
     # one-cycle schedule, stepped after every optimizer step
     scheduler = torch.optim.lr_scheduler.OneCycleLR(
         optimizer,
-        max_lr=args.max_lr,
+        max_lr=args.max_lr * hvd.size(),
         epochs=args.epochs,
         steps_per_epoch=len(train_loader),
     )

@@ -61,6 +61,7 @@ def main():
             while done < micro_steps:
                 loss = nn.functional.mse_loss(model(xb), yb) / micro_steps
                 loss.backward()
+                optimizer.synchronize()  # this backward reached model: finish its all-reduces before the next one
                 done += 1
             optimizer.step()
             if loss.item() < args.target_loss:
