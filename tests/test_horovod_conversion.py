@@ -146,3 +146,56 @@ def test_accumulation_gives_backward_passes_per_step_where_it_is_known(bound_bef
     assert result.new == source
     [finding] = [f for f in result.findings if f.code == "MIG403"]
     assert "backward_passes_per_step=accum where the optimizer is built (line 7), where `accum` is not known" in finding.message
+
+
+PRINTED_SUMS = """\
+import torch
+import torch.nn as nn
+from torch.utils.data import DataLoader, TensorDataset
+
+
+def main():
+    data = TensorDataset(torch.randn(64, 4), torch.randn(64, 1))
+    loader = DataLoader(data, batch_size=16)
+    model = nn.Linear(4, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for epoch in range(2):
+        total, batches = 0.0, 0
+        for x, y in loader:
+            optimizer.zero_grad()
+            loss = nn.functional.mse_loss(model(x), y)
+            loss.backward()
+            optimizer.step()
+            total += loss.item()
+            batches += 1
+        print(f"epoch {epoch} loss {DIVIDED}")
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+@pytest.mark.parametrize("divided, op", [
+    ("total / batches", "Sum"),                  # both sums: totals over every rank
+    ("total / len(loader)", "Average"),          # this rank's batches: the mean of the ranks' sums
+    ("total * 16 / len(loader.dataset)", "Sum"),  # the whole dataset: every rank's part added
+    ("total / 4", None),                         # a divisor it cannot place: left alone
+])
+def test_printed_running_sums_are_reduced_so_rank_0_prints_every_ranks_batches(divided: str, op: str | None) -> None:
+    new = convert(source=PRINTED_SUMS.replace("{DIVIDED}", "{" + divided + "}")).new
+    lines = [line.strip() for line in new.splitlines()]
+    if op is None:
+        assert "hvd.allreduce" not in new
+        return
+    reduce_total = f"total = hvd.allreduce(torch.tensor(total), op=hvd.{op}).item()"
+    assert reduce_total in lines
+    # on every rank, after the loop, before the rank-0 print
+    assert lines.index(reduce_total) < lines.index("if hvd.rank() == 0:")
+    # only the sums the print reads
+    assert (f"batches = hvd.allreduce(torch.tensor(batches), op=hvd.{op}).item()" in lines) is ("batches" in divided)
+
+
+def test_a_sum_of_tensors_leaves_the_loops_sums_alone() -> None:
+    source = PRINTED_SUMS.replace("{DIVIDED}", "{total / batches}").replace("total += loss.item()", "total += loss.detach()")
+    assert "hvd.allreduce" not in convert(source=source).new

@@ -68,6 +68,7 @@ def horovodrun_launcher(script_path: str, ctx) -> list[Artifact]:  # type: ignor
 
 def conversion() -> Conversion:
     from migrate.steps.distributed_sampler import distributed_sampler
+    from migrate.steps.horovod_metrics import horovod_metrics
     from migrate.steps.horovod_optimizers import BROADCAST_WRAPPER, horovod_optimizers, maintenance_note
     from migrate.steps.init_process_group import setup, teardown
     from migrate.steps.load_map_location import load_map_location
@@ -90,6 +91,7 @@ def conversion() -> Conversion:
         rank_divergence,
         distributed_sampler,
         same_split,
+        horovod_metrics,
         rank_zero,
         shared_files,
         plateau_metric,
@@ -142,6 +144,7 @@ HOROVOD_TARGET = Target(
         "MIG401": (Severity.NOTE, "Horovod: how each optimizer is wrapped in hvd.DistributedOptimizer, and what is broadcast from rank 0"),
         "MIG402": (Severity.WARNING, "Horovod: an optimizer the conversion cannot wrap once, with names unique across optimizers (not built in this file, built again during training, two over one model): left unchanged"),
         "MIG403": (Severity.WARNING, "Horovod: more backward passes reach an optimizer before its step than the conversion can count for backward_passes_per_step: left unchanged"),
+        "MIG405": (Severity.NOTE, "Horovod: running sums of the training loop that the script prints are reduced over every rank (hvd.allreduce, summed or averaged) after the loop"),
         "MIG404": (Severity.NOTE, "Horovod: gradients are averaged before the script reads them (clipping, loss scaling), or after a backward that reaches another optimizer's model"),
     },
 )

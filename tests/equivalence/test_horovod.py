@@ -55,10 +55,13 @@ def test_horovod_sample_trains_like_the_original(sample: str, tmp_path: Path) ->
                                            "--lr", repr(lr / 2)], tmp_path / "horovod2.pt")
 
     assert_loads_strictly(two_ranks.weights, reference.weights)
+    # where the epoch's running sums are summed over the ranks (MIG405), rank 0 prints the
+    # original's training loss (trainer_class's sum comes from a method: rank 0 prints its share)
+    if "hvd.allreduce(" in converted.read_text() and "train_loss" in reference.stdout:
+        assert final_train_loss(two_ranks.stdout) == pytest.approx(final_train_loss(reference.stdout),
+                                                                    rel=LOSS_RTOL if sample in BATCHNORM_SAMPLES else 1e-3)
     assert len(loss_lines(two_ranks.stdout + two_ranks.stderr)) == len(loss_lines(reference.stdout + reference.stderr))
     if sample in BATCHNORM_SAMPLES:
-        expected = final_train_loss(reference.stdout + reference.stderr)
-        assert final_train_loss(two_ranks.stdout + two_ranks.stderr) == pytest.approx(expected, rel=LOSS_RTOL)
         return
     assert_same_weights(two_ranks.weights, reference.weights)
 

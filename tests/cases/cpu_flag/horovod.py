@@ -50,6 +50,8 @@ def main():
             loss.backward()
             optimizer.step()
             total += loss.item()
+        # the epoch's figures over every rank's batches, not only this rank's share
+        total = hvd.allreduce(torch.tensor(total), op=hvd.Average).item()
         if hvd.rank() == 0:
             print(f"epoch {epoch}: {total / len(loader):.4f}")
     if hvd.rank() == 0:

@@ -55,6 +55,8 @@ def main():
             loss.backward()
             optimizer.step()
             epoch_loss += loss.item()
+        # the epoch's figures over every rank's batches, not only this rank's share
+        epoch_loss = hvd.allreduce(torch.tensor(epoch_loss), op=hvd.Average).item()
 
         if hvd.rank() == 0:
             print(f"epoch {epoch}: recon loss {epoch_loss / len(loader):.5f}")

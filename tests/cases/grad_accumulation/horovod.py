@@ -55,6 +55,8 @@ def main():
             if (i + 1) % accum_steps == 0:
                 optimizer.step()
                 optimizer.zero_grad()
+        # the epoch's figures over every rank's batches, not only this rank's share
+        running = hvd.allreduce(torch.tensor(running), op=hvd.Average).item()
 
         if hvd.rank() == 0:
             print(f"epoch {epoch}: loss {running * accum_steps / len(train_loader):.4f}")

@@ -69,6 +69,8 @@ def main():
             loss.backward()
             optimizer.step()
             running_loss += loss.item()
+        # the epoch's figures over every rank's batches, not only this rank's share
+        running_loss = hvd.allreduce(torch.tensor(running_loss), op=hvd.Average).item()
 
         if hvd.rank() == 0:
             print(f"epoch {epoch}: loss={running_loss / len(loader):.4f}")

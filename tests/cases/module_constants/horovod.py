@@ -54,6 +54,8 @@ def main():
             loss.backward()
             optimizer.step()
             epoch_loss += loss.item() * xb.size(0)
+        # the epoch's figures over every rank's batches, not only this rank's share
+        epoch_loss = hvd.allreduce(torch.tensor(epoch_loss), op=hvd.Sum).item()
 
         epoch_loss /= len(train_loader.dataset)
         if hvd.rank() == 0:

@@ -60,6 +60,8 @@ def main():
             loss.backward()
             optimizer.step()
             total_loss += loss.item()
+        # the epoch's figures over every rank's batches, not only this rank's share
+        total_loss = hvd.allreduce(torch.tensor(total_loss), op=hvd.Average).item()
 
         if hvd.rank() == 0:
             print(f"epoch {epoch}: loss {total_loss / len(train_loader):.4f}")
