@@ -32,6 +32,8 @@ class Runtime:
     local_rank_name: str = "local_rank"  # the variable setup binds
     sampler_arguments: str = ""  # what DistributedSampler needs beyond (dataset, shuffle=...)
     modules: tuple[str, ...] = ()  # other modules the templates name, as `{last part of the name}`
+    # how the advice in messages, written in torch.distributed's words, reads for this runtime
+    advice: tuple[tuple[str, str], ...] = ()
 
     def said(self, template: str) -> str:
         """`template` as a message to the user writes it: modules under their usual names."""

@@ -133,16 +133,22 @@ if __name__ == "__main__":
 """
 
 
-@pytest.mark.parametrize("bound_before", [True, False])
-def test_accumulation_gives_backward_passes_per_step_where_it_is_known(bound_before: bool) -> None:
-    source = ACCUMULATION_AFTER_OPTIMIZER
-    if bound_before:
-        source = source.replace("    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n    accum = 4\n",
-                                "    accum = 4\n    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n")
+def test_accumulation_gives_backward_passes_per_step_where_its_count_is_known() -> None:
+    wrap = "optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters(), backward_passes_per_step=accum)"
+    before = ACCUMULATION_AFTER_OPTIMIZER.replace(
+        "    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n    accum = 4\n",
+        "    accum = 4\n    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n")
+    lines = [line.strip() for line in migrate_source(before, "horovod", path="train.py").new.splitlines()]
+    assert lines[lines.index(wrap) - 1].startswith("optimizer = torch.optim.SGD(")
+    # bound on the line after the optimizer: the wrap waits for it
+    lines = [line.strip() for line in migrate_source(ACCUMULATION_AFTER_OPTIMIZER, "horovod", path="train.py").new.splitlines()]
+    assert lines[lines.index(wrap) - 1] == "accum = 4"
+
+
+def test_accumulation_counted_after_the_optimizer_is_used_is_refused() -> None:
+    source = ACCUMULATION_AFTER_OPTIMIZER.replace(
+        "    accum = 4\n", "    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, 5)\n    accum = 4\n")
     result = migrate_source(source, "horovod", path="train.py")
-    if bound_before:
-        assert "backward_passes_per_step=accum)" in result.new
-        return
     assert result.new == source
     [finding] = [f for f in result.findings if f.code == "MIG403"]
     assert "backward_passes_per_step=accum where the optimizer is built (line 7), where `accum` is not known" in finding.message

@@ -169,6 +169,8 @@ class Context:
         if node is None and self.sites.backward_calls:
             node = self.sites.backward_calls[0].node
         line, col = self.position(node) if node is not None else (1, 1)
+        for torch_words, own_words in self.runtime.advice if self.runtime is not None else ():
+            message = message.replace(torch_words, own_words)
         self.findings.append(finding(code, message, line, col))
 
     def position(self, node: cst.CSTNode) -> tuple[int, int]:

@@ -30,7 +30,7 @@ from migrate.analysis.sites import ModelSite
 from migrate.analysis.training import calls_in
 from migrate.analysis.trained import Owner, Stepped, optimizer_owners
 from migrate.steps.base import Context, expression, statements
-from migrate.steps.wrap_model import Wrapper
+from migrate.steps.wrap_model import Wrapper, report_unwrapped_model, wrap_models
 
 GRADIENT_READERS = ("clip_grad_norm_", "clip_grad_value_", "clip_grad_norm", "unscale_")
 
@@ -54,12 +54,14 @@ class Wrapped:
     passes: str | None = None  # backward_passes_per_step, as code
     # the other constructions bound to the same name (`if args.adam: opt = Adam(...) else: opt = SGD(...)`)
     alternatives: list[cst.BaseExpression] = field(default_factory=list)
+    # the wrap goes after this statement instead of the construction's (where its arguments are known)
+    wrap_after: cst.BaseStatement | None = None
     spellings: set[str] = field(default_factory=set)
 
 
 def horovod_optimizers(ctx: Context) -> None:
     wrapped = _optimizers(ctx)
-    if wrapped is None or not _passes(ctx, wrapped):
+    if wrapped is None or not _stepped_plainly(ctx, wrapped) or not _passes(ctx, wrapped):
         ctx.refused = True
         return
     several = len(wrapped) > 1
@@ -70,6 +72,24 @@ def horovod_optimizers(ctx: Context) -> None:
         _synchronize_leftovers(ctx, optimizer)
         _synchronize_before_reads(ctx, optimizer)
     _synchronize_after_crossing_backwards(ctx, wrapped)
+
+
+def broadcast_models(ctx: Context) -> None:
+    """Rank 0's weights to every rank: where DDP would wrap each trained model; for a model DDP
+    could not wrap (trained through a method other than forward(), which Horovod's gradient hooks
+    do not mind), `horovod_optimizers` broadcast the modules the optimizer holds."""
+    if ctx.sites.models:
+        wrap_models(ctx)
+    elif not ctx.refused and not ctx.recorded(OwnersBroadcast, create=True).done:
+        report_unwrapped_model(ctx)
+        ctx.refused = True
+
+
+@dataclass
+class OwnersBroadcast:
+    """horovod_optimizers broadcast the optimizers' modules after their wrap (no model site)."""
+
+    done: bool = False
 
 
 def maintenance_note(ctx: Context) -> None:
@@ -128,6 +148,26 @@ def _comes_from(ctx: Context, stepped: Stepped) -> str:
     assert value is not None
     shown = f"{spell(value.func)}(...)" if isinstance(value, cst.Call) and spell(value.func) else ctx.code(value).splitlines()[0][:60]
     return f" (it comes from `{shown}`, line {ctx.position(bindings[-1].place.stmt)[0]})"
+
+
+def _stepped_plainly(ctx: Context, wrapped: list[Wrapped]) -> bool:
+    """MIG402/MIG403 for a step Horovod cannot follow: a closure that runs backward itself (LBFGS),
+    an optimizer the model builds over itself inside its own class (each instance builds one)."""
+    for optimizer in wrapped:
+        for call in ctx.index.calls:
+            func = call.node.func
+            if (isinstance(func, cst.Attribute) and func.attr.value == "step" and call.node.args
+                    and spell(func.value) in optimizer.spellings):
+                ctx.report("MIG403", f"`{ctx.code(call.node)}` steps with a closure that runs backward itself, "
+                           "several times per step (LBFGS): hvd.DistributedOptimizer stops on the second; the file is "
+                           "left unchanged", call.node)
+                return False
+        if any(o.spelling == "self" for o in optimizer.owners or []):
+            ctx.report("MIG402", f"{_called(optimizer)} is built over `self.parameters()` inside the model's own class: "
+                       "every instance (a target copy too) builds one, and their Horovod names collide; build the "
+                       "optimizer outside the class; the file is left unchanged", optimizer.built)
+            return False
+    return True
 
 
 def _only_construction(ctx: Context, call) -> Wrapped:  # type: ignore[no-untyped-def]
@@ -192,7 +232,9 @@ def _passes(ctx: Context, wrapped: list[Wrapped]) -> bool:
         optimizer = _optimizer_of(wrapped, accumulation.model)
         factor = ctx.code(accumulation.factor)
         where = ctx.index.statement_holding(optimizer.built) if optimizer is not None else None
-        if optimizer is None or where is None or not _known_at(ctx, accumulation.factor, where):
+        if optimizer is not None and where is not None and not _known_at(ctx, accumulation.factor, where):
+            optimizer.wrap_after = _where_known(ctx, optimizer, accumulation.factor, where)
+        if optimizer is None or where is None or not (_known_at(ctx, accumulation.factor, where) or optimizer.wrap_after):
             place = f" (line {ctx.position(where)[0]})" if where is not None else ""
             ctx.report("MIG403", f"gradient accumulation every `{factor}` backward passes: hvd.DistributedOptimizer needs "
                        f"backward_passes_per_step={factor} where the optimizer is built{place}, where `{factor}` is not "
@@ -200,6 +242,34 @@ def _passes(ctx: Context, wrapped: list[Wrapped]) -> bool:
             return False
         optimizer.passes = factor
     return True
+
+
+def _where_known(ctx: Context, optimizer: Wrapped, value: cst.BaseExpression,
+                 built: cst.BaseStatement) -> cst.BaseStatement | None:
+    """A later statement of the construction's block after which `value` is known, when nothing in
+    between uses the optimizer (`optimizer = AdamW(...)`, then `accumulation_steps = 4`)."""
+    if optimizer.alternatives or _assigned_name(built, optimizer.built) is None:
+        return None
+    block, position = _block_position(ctx, built)
+    if block is None:
+        return None
+    for later in block[position + 1:]:
+        if optimizer.spellings & (read_names(later) | {spell(n) for n in descendants(later) if isinstance(n, cst.Attribute)}):
+            return None
+        if not isinstance(later, cst.SimpleStatementLine):
+            return None
+        if _known_at(ctx, value, _next_statement(block, later) or later) and _binds_any(later, read_names(value)):
+            return later
+    return None
+
+
+def _next_statement(block: list[cst.BaseStatement], stmt: cst.BaseStatement) -> cst.BaseStatement | None:
+    position = next(i for i, s in enumerate(block) if s is stmt)
+    return block[position + 1] if position + 1 < len(block) else None
+
+
+def _binds_any(stmt: cst.BaseStatement, names: set[str]) -> bool:
+    return any(spell(t.target) in names for t in descendants(stmt) if isinstance(t, cst.AssignTarget))
 
 
 def _optimizer_of(wrapped: list[Wrapped], model: str) -> Wrapped | None:
@@ -243,7 +313,8 @@ def _wrap(ctx: Context, optimizer: Wrapped, several: bool, loaded: bool) -> None
         stmt = ctx.index.statement_holding(built)
         target = _assigned_name(stmt, built)
         if target is not None and stmt is not None:
-            ctx.plan.insert_after(stmt, statements(f"{target} = {hvd}.DistributedOptimizer({target}{arguments})\n"))
+            ctx.plan.insert_after(optimizer.wrap_after or stmt, statements(f"{target} = {hvd}.DistributedOptimizer({target}{arguments})\n"
+                                                   + _owner_broadcasts(ctx, optimizer)))
         else:
             wrapped = expression(f"{hvd}.DistributedOptimizer(__built__{arguments})")
             ctx.plan.replace(built, lambda updated, w=wrapped: _filled(w, updated))
@@ -253,6 +324,17 @@ def _wrap(ctx: Context, optimizer: Wrapped, several: bool, loaded: bool) -> None
              "it by stepping once on zero gradients (moving weights under weight decay, advancing Adam's step count)")
     ctx.report("MIG401", f"{f'`{target}`' if target else _called(optimizer)} wrapped in hvd.DistributedOptimizer{accumulation}, "
                f"which averages its gradients across ranks during backward; {state}", optimizer.built)
+
+
+def _owner_broadcasts(ctx: Context, optimizer: Wrapped) -> str:
+    """With no model site (DDP could not wrap the model), the modules the optimizer holds are
+    broadcast right after its wrap."""
+    if ctx.sites.models or not _named(optimizer):
+        return ""
+    hvd = ctx.module_name("horovod.torch", "hvd")
+    ctx.recorded(OwnersBroadcast, create=True).done = True
+    return "".join(f"{hvd}.broadcast_parameters({o.spelling}.state_dict(), root_rank=0)  # every rank starts from rank 0's weights\n"
+                   for o in {o.spelling: o for o in optimizer.owners or []}.values())
 
 
 def _filled(template: cst.BaseExpression, built: cst.CSTNode) -> cst.BaseExpression:

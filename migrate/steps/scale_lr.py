@@ -9,6 +9,8 @@ import libcst as cst
 from migrate.analysis.training import argument
 from migrate.steps.base import Context, expression
 
+# findings that say the training data is not split across the ranks
+UNSHARDED = ("MIG101", "MIG102", "MIG111")
 # expressions that `* world` would bind into instead of scaling whole
 LOOSER_THAN_TIMES = (cst.BooleanOperation, cst.Comparison, cst.IfExp, cst.Lambda, cst.NamedExpr)
 AS_TIGHT_AS_TIMES = (cst.Multiply, cst.Divide, cst.FloorDivide, cst.Modulo, cst.MatrixMultiply, cst.Power)
@@ -22,6 +24,13 @@ def scale_lr(ctx: Context) -> None:
 
 def scale_lr_unless_declined(ctx: Context) -> None:
     """Horovod's recipe: on unless `--no-scale-lr`, or `--keep-global-batch` keeps the global batch."""
+    unsharded = next((f for f in ctx.findings if f.code in UNSHARDED), None)
+    if ctx.options.scale_lr is None and not ctx.options.keep_global_batch and unsharded is not None and ctx.sites.optimizers:
+        ctx.report("MIG004", f"the learning rate is kept: the training data is not sharded (line {unsharded.line}, "
+                   f"{unsharded.code}), so every rank trains on the same batches and the global batch does not grow; "
+                   "once each rank reads its own share, multiply it by hvd.size() (Horovod's recipe) or convert again "
+                   "with --scale-lr", ctx.sites.optimizers[0].node)
+        return
     if ctx.options.scale_lr or (ctx.options.scale_lr is None and not ctx.options.keep_global_batch):
         first = scale_learning_rates(ctx)
         if first is not None:

@@ -43,6 +43,11 @@ HOROVOD = Runtime(
     rank_variable="HOROVOD_RANK",
     local_rank_variable="HOROVOD_LOCAL_RANK",
     sampler_arguments="num_replicas={m}.size(), rank={m}.rank()",
+    advice=(
+        ("torch.distributed.get_world_size()", "hvd.size()"), ("torch.distributed.get_rank()", "hvd.rank()"),
+        ("torch.distributed.all_reduce, then divide by the world size", "hvd.allreduce, which averages"),
+        ("dist.all_reduce(t, op=dist.ReduceOp.MAX)", "hvd.allreduce(t, op=hvd.Max)"),
+    ),
 )
 
 MAINTENANCE = ("Horovod's last release is 0.28.1 (2023): it does not build against torch >= 2.1 as published "
@@ -69,7 +74,7 @@ def horovodrun_launcher(script_path: str, ctx) -> list[Artifact]:  # type: ignor
 def conversion() -> Conversion:
     from migrate.steps.distributed_sampler import distributed_sampler
     from migrate.steps.horovod_metrics import horovod_metrics
-    from migrate.steps.horovod_optimizers import BROADCAST_WRAPPER, horovod_optimizers, maintenance_note
+    from migrate.steps.horovod_optimizers import BROADCAST_WRAPPER, broadcast_models, horovod_optimizers, maintenance_note
     from migrate.steps.init_process_group import setup, teardown
     from migrate.steps.load_map_location import load_map_location
     from migrate.steps.local_rank_device import local_rank_device
@@ -79,15 +84,12 @@ def conversion() -> Conversion:
     from migrate.steps.scale_lr import scale_lr_unless_declined
     from migrate.steps.scheduler_checks import plateau_metric
     from migrate.steps.shared_files import shared_files
-    from migrate.steps.trained_models import refuse_unwrappable
-    from migrate.steps.wrap_model import wrap_models
 
     steps = (
-        refuse_unwrappable,
-        horovod_optimizers,
+        horovod_optimizers,  # before the model checks: Horovod hooks the parameters, whatever runs the forward
         setup,
         local_rank_device,
-        wrap_models,
+        broadcast_models,
         rank_divergence,
         distributed_sampler,
         same_split,

@@ -1,5 +1,6 @@
 import torch
 import torch.nn as nn
+import horovod.torch as hvd
 
 
 class PolicyNet(nn.Module):
@@ -26,9 +27,16 @@ class Agent:
         action = dist.sample()
         return action, dist.log_prob(action), value.squeeze(-1)
 
+hvd.init()
+local_rank = hvd.local_rank()
+if torch.cuda.is_available():
+    torch.cuda.set_device(local_rank)
+
 
 agent = Agent()
 optimizer = torch.optim.Adam(agent.net.parameters(), lr=3e-4)
+optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=agent.net.named_parameters())
+hvd.broadcast_parameters(agent.net.state_dict(), root_rank=0)  # every rank starts from rank 0's weights
 
 for update in range(200):
     obs = torch.randn(16, 4)
@@ -39,7 +47,10 @@ for update in range(200):
     optimizer.zero_grad()
     loss.backward()
     optimizer.step()
-    if update % 50 == 0:
+    if update % 50 == 0 and hvd.rank() == 0:
         print(f"update {update}: loss {loss.item():.4f}")
 
-torch.save(agent.net.state_dict(), "agent.pt")
+if hvd.rank() == 0:
+    torch.save(agent.net.state_dict(), "agent.pt")
+hvd.barrier()  # no rank exits while rank 0 still writes its files
+hvd.shutdown()

@@ -30,7 +30,7 @@ def main():
     loader = DataLoader(stream, batch_size=16)
     model = nn.Sequential(nn.Embedding(VOCAB, 64), nn.Linear(64, VOCAB)).to(device)
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)  # every rank starts from rank 0's weights
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3 * hvd.size())
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
     optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())
     for step, (inputs, targets) in enumerate(loader):
         inputs, targets = inputs.to(device), targets.to(device)

@@ -23,7 +23,7 @@ def main():
 
     model = nn.Linear(6, 1)
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)  # every rank starts from rank 0's weights
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.01 * hvd.size())
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())
     train_loader = build_train_loader(batch_size=32)
     val_loader = DataLoader(TensorDataset(torch.randn(64, 6), torch.randn(64, 1)), batch_size=64)

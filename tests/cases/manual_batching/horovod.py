@@ -26,7 +26,7 @@ x_train, y_train = x_train.to(device), y_train.to(device)
 
 model = nn.Linear(10, 1).to(device)
 hvd.broadcast_parameters(model.state_dict(), root_rank=0)  # every rank starts from rank 0's weights
-optimizer = torch.optim.SGD(model.parameters(), lr=args.lr * hvd.size())
+optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)
 optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())
 loss_fn = nn.MSELoss()
 

@@ -39,7 +39,7 @@ def main():
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     model = nn.Linear(8, 1).to(device)
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)  # every rank starts from rank 0's weights
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3 * hvd.size())
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
     optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())
     train(model, ShuffledLineStream("train.txt"), optimizer, device)
 

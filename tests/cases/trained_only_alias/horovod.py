@@ -19,7 +19,7 @@ def train_step(model: Model, optimizer, x: Tensor, y: Tensor) -> Tensor:
 
 
 def make_optimizer(module: Model) -> torch.optim.Optimizer:
-    return torch.optim.Adam(module.parameters(), lr=1e-3 * hvd.size())
+    return torch.optim.Adam(module.parameters(), lr=1e-3)
 
 
 def main():

@@ -17,7 +17,7 @@ class QNet(nn.Module):
 
 
 def make_optimizer(module, lr):
-    return torch.optim.Adam(module.parameters(), lr=lr * hvd.size())
+    return torch.optim.Adam(module.parameters(), lr=lr)
 
 
 def main():

@@ -14,7 +14,7 @@ class Generator(nn.Module):
 
 
 def make_optimizer(module, lr):
-    return torch.optim.Adam(module.parameters(), lr=lr * hvd.size())
+    return torch.optim.Adam(module.parameters(), lr=lr)
 
 
 def main():
