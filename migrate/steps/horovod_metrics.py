@@ -27,6 +27,7 @@ import libcst as cst
 
 from migrate.analysis.index import descendants, read_names, spell
 from migrate.steps.base import Context, statements
+from migrate.steps.horovod_synchronize import block_position
 
 OUTPUT_METHODS = frozenset({"info", "debug", "warning", "log", "add_scalar", "add_scalars", "write", "set_postfix",
                             "set_description"})
@@ -35,7 +36,7 @@ NUMBER_CALLS = frozenset({"item", "len", "size", "numel", "float", "int"})
 
 def horovod_metrics(ctx: Context) -> None:
     for loop in ctx.sites.step_loops:
-        block, position = _siblings(ctx, loop.node)
+        block, position = block_position(ctx, loop.node)
         if block is None:
             continue
         sums = _running_sums(loop.node)
@@ -92,16 +93,6 @@ def _divisor_kind(ctx: Context, divisor: cst.BaseExpression, sums: set[str]) -> 
         if isinstance(counted, cst.Attribute) and counted.attr.value == "dataset":
             return "counted"  # the whole dataset, every rank's samples
     return None
-
-
-def _siblings(ctx: Context, node: cst.CSTNode) -> tuple[list[cst.BaseStatement] | None, int]:
-    parent = ctx.index.parent_of.get(node)  # type: ignore[arg-type]
-    blocks = [ctx.index.module] if parent is None else [n for n in descendants(parent) if isinstance(n, cst.IndentedBlock)]
-    for block in blocks:
-        for position, sibling in enumerate(block.body):
-            if sibling is node:
-                return list(block.body), position
-    return None, 0
 
 
 def _running_sums(loop: cst.CSTNode) -> dict[str, list[cst.BaseExpression]]:

@@ -30,10 +30,14 @@ from migrate.analysis.sites import ModelSite
 from migrate.analysis.training import calls_in
 from migrate.analysis.trained import Owner, Stepped, optimizer_owners
 from migrate.steps.base import Context, expression, statements
+from migrate.steps.horovod_synchronize import (
+    block_position,
+    in_header,
+    synchronize_after_crossing_backwards,
+    synchronize_before_reads,
+    synchronize_leftovers,
+)
 from migrate.steps.wrap_model import Wrapper, report_unwrapped_model, wrap_models
-
-GRADIENT_READERS = ("clip_grad_norm_", "clip_grad_value_", "clip_grad_norm", "unscale_")
-
 
 def broadcast_code(ctx: Context, site: ModelSite) -> str:
     hvd = ctx.module_name("horovod.torch", "hvd")
@@ -69,9 +73,9 @@ def horovod_optimizers(ctx: Context) -> None:
         loaded = _broadcast_loaded_state(ctx, optimizer)
         _wrap(ctx, optimizer, several, loaded)
         _plain_zero_grad(ctx, optimizer)
-        _synchronize_leftovers(ctx, optimizer)
-        _synchronize_before_reads(ctx, optimizer)
-    _synchronize_after_crossing_backwards(ctx, wrapped)
+        synchronize_leftovers(ctx, optimizer)
+        synchronize_before_reads(ctx, optimizer)
+    synchronize_after_crossing_backwards(ctx, wrapped)
 
 
 def broadcast_models(ctx: Context) -> None:
@@ -250,7 +254,7 @@ def _where_known(ctx: Context, optimizer: Wrapped, value: cst.BaseExpression,
     between uses the optimizer (`optimizer = AdamW(...)`, then `accumulation_steps = 4`)."""
     if optimizer.alternatives or _assigned_name(built, optimizer.built) is None:
         return None
-    block, position = _block_position(ctx, built)
+    block, position = block_position(ctx, built)
     if block is None:
         return None
     for later in block[position + 1:]:
@@ -376,7 +380,7 @@ def _broadcast_loaded_state(ctx: Context, optimizer: Wrapped) -> bool:
         if not (isinstance(func, cst.Attribute) and func.attr.value == "load_state_dict"):
             continue
         owner = spell(func.value)
-        if owner in optimizer.spellings and not _in_header(ctx, call):
+        if owner in optimizer.spellings and not in_header(ctx, call):
             ctx.plan.insert_after(call.place.stmt, statements(
                 f"{hvd}.broadcast_optimizer_state({owner}, root_rank=0)  # every rank resumes from rank 0's optimizer state\n"))
             loaded = True
@@ -401,152 +405,3 @@ def _plain_zero_grad(ctx: Context, optimizer: Wrapped) -> None:
             ctx.plan.replace_with(call.node, plain)
 
 
-def _synchronize_leftovers(ctx: Context, optimizer: Wrapped) -> None:
-    """With accumulation, a `zero_grad()` outside the block that steps (an epoch's start) may find
-    micro-steps left over from the last window, whose all-reduces Horovod still holds (it stops on
-    a zero_grad() then): `synchronize()` completes them first."""
-    if optimizer.passes is None:
-        return
-    stepping = {id(ctx.index.parent_of.get(s.step.place.stmt)) for s in optimizer.stepped}
-    for call in ctx.index.calls:
-        func = call.node.func
-        if not (isinstance(func, cst.Attribute) and func.attr.value == "zero_grad" and spell(func.value) in optimizer.spellings):
-            continue
-        if not call.place.loops or id(ctx.index.parent_of.get(call.place.stmt)) in stepping or _in_header(ctx, call):
-            continue
-        ctx.plan.insert_before(call.place.stmt, statements(
-            f"{spell(func.value)}.synchronize()  # micro-steps left over from the last window: finish their all-reduces\n"))
-
-
-def _in_header(ctx: Context, call) -> bool:  # type: ignore[no-untyped-def]
-    """A call in an `if`/`while` test: no statement can follow it alone."""
-    return not isinstance(call.place.stmt, cst.SimpleStatementLine)
-
-
-def _synchronize_before_reads(ctx: Context, optimizer: Wrapped) -> None:
-    """Clipping or unscaling between backward and the step reads the averaged gradients."""
-    for stepped in optimizer.stepped:
-        step = stepped.step
-        block, position = _block_position(ctx, step.place.stmt)
-        if block is None:
-            continue
-        through_scaler = spell(step.node.func) is not None and not spell(step.node.func).startswith(stepped.spelling + ".")  # type: ignore[union-attr]
-        first_reader = None
-        for stmt in reversed(block[:position]):
-            if _has_backward(stmt):
-                break
-            if _reads_gradients(stmt):
-                first_reader = stmt
-        if first_reader is None and not through_scaler:
-            continue
-        sync_before = first_reader or step.place.stmt
-        name = stepped.spelling
-        ctx.plan.insert_before(sync_before, statements(
-            f"{name}.synchronize()  # average the gradients across ranks before they are read\n"))
-        ctx.plan.wrap_run(step.place.stmt, step.place.stmt, _skip_synchronize(ctx, name))
-        ctx.report("MIG404", f"`{name}.synchronize()` before the gradients are read ({'clipping or unscaling' if first_reader else 'the GradScaler step'}), "
-                   f"and the step under `{name}.skip_synchronize()`: the script reads averaged gradients, as with DDP",
-                   sync_before)
-
-
-def _skip_synchronize(ctx: Context, name: str):  # type: ignore[no-untyped-def]
-    item = expression(f"{name}.skip_synchronize()")
-
-    def build(run: list[cst.BaseStatement]) -> cst.BaseCompoundStatement:
-        return cst.With(items=[cst.WithItem(item)], body=cst.IndentedBlock(body=run))
-
-    return build
-
-
-def _block_position(ctx: Context, stmt: cst.BaseStatement) -> tuple[list[cst.BaseStatement] | None, int]:
-    """The statements of the block `stmt` is in, and its place there."""
-    parent = ctx.index.parent_of.get(stmt)
-    blocks = [ctx.index.module] if parent is None else [n for n in descendants(parent) if isinstance(n, cst.IndentedBlock)]
-    for block in blocks:
-        for position, sibling in enumerate(block.body):
-            if sibling is stmt:
-                return list(block.body), position
-    return None, 0
-
-
-def _has_backward(stmt: cst.CSTNode) -> bool:
-    return any(isinstance(c.func, cst.Attribute) and c.func.attr.value == "backward" for c in calls_in(stmt))
-
-
-def _reads_gradients(stmt: cst.CSTNode) -> bool:
-    for call in calls_in(stmt):
-        func = call.func
-        name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
-        if name in GRADIENT_READERS:
-            return True
-    return False
-
-
-def _synchronize_after_crossing_backwards(ctx: Context, wrapped: list[Wrapped]) -> None:
-    """A backward whose loss runs through a model of an optimizer that is not stepped after it
-    (before the next backward): a GAN's generator loss through the discriminator, or a loop of
-    backwards before one step."""
-    for backward in ctx.sites.backward_calls:
-        block, position = _block_position(ctx, backward.place.stmt)
-        if block is None:
-            continue
-        reached = _reached_names(ctx, backward)
-        if reached is None:
-            continue
-        later = []
-        for stmt in block[position + 1:]:
-            if _has_backward(stmt):
-                break
-            later.append(stmt)
-        for optimizer in wrapped:
-            roots = {o.spelling for o in optimizer.owners or []}
-            if not roots & reached or any(_steps(stmt, optimizer) for stmt in later):
-                continue
-            name = next((s.spelling for s in optimizer.stepped if s.step.place.scope is backward.place.scope), None)
-            if name is None:
-                continue
-            ctx.plan.insert_after(backward.place.stmt, statements(
-                f"{name}.synchronize()  # this backward reached {', '.join(sorted(roots & reached))}: finish its all-reduces before the next one\n"))
-            ctx.report("MIG404", f"this backward runs through `{', '.join(sorted(roots & reached))}`, whose optimizer "
-                       f"`{name}` is not stepped before the next backward: `{name}.synchronize()` completes the all-reduces this one started (Horovod stops on a second backward, or a zero_grad(), before they are complete)",
-                       backward.node)
-
-
-def _steps(stmt: cst.BaseStatement, optimizer: Wrapped) -> bool:
-    return any(any(s.step.node is call for s in optimizer.stepped) for call in calls_in(stmt))
-
-
-def _reached_names(ctx: Context, backward) -> set[str] | None:  # type: ignore[no-untyped-def]
-    """The names the loss of `backward` is computed from, through the assignments before it in
-    its function (`.detach()` cuts a path); None when it is not `name.backward()`."""
-    func = backward.node.func
-    if not isinstance(func, cst.Attribute):
-        return None
-    scope = backward.place.scope
-    order = ctx.index.statement_order()
-    here = order.get(backward.place.stmt, 0)
-    pending = _undetached_names(func.value)
-    reached: set[str] = set()
-    while pending:
-        name = pending.pop()
-        if name in reached:
-            continue
-        reached.add(name)
-        for binding in ctx.index.bindings_of_in(name, scope):
-            if binding.value is not None and order.get(binding.place.stmt, here) < here:
-                pending |= _undetached_names(binding.value)
-    return reached
-
-
-def _undetached_names(value: cst.CSTNode) -> set[str]:
-    if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in ("detach", "item"):
-        return set()
-    if isinstance(value, cst.Attribute) and value.attr.value == "data":
-        return set()  # `fake.data`: the tensor without its graph
-    if isinstance(value, (cst.Name, cst.Attribute)):
-        return read_names(value) | ({spell(value)} if spell(value) else set())  # type: ignore[arg-type]
-    found: set[str] = set()
-    for child in value.children:
-        if isinstance(child, cst.CSTNode):
-            found |= _undetached_names(child)
-    return found

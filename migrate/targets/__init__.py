@@ -5,7 +5,7 @@ derive from this list. A planned target is listed (and refused) until it is buil
 
 from __future__ import annotations
 
-from migrate.targets.base import Target, planned
+from migrate.targets.base import Target
 from migrate.targets.ddp import DDP
 from migrate.targets.deepspeed import DEEPSPEED
 from migrate.targets.dp import DP

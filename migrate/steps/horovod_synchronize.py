@@ -1,0 +1,180 @@
+"""Where Horovod's gradient all-reduces must be completed by hand, with `optimizer.synchronize()`.
+
+hvd.DistributedOptimizer starts a parameter's all-reduce from a gradient hook during backward and
+waits for it in `step()`. Three shapes read or reset gradients before that step, or run another
+backward first:
+- the script reads the gradients between backward and the step (clipping, a GradScaler's
+  unscale): `synchronize()` before the first read, the step under `skip_synchronize()`, so the
+  script reads averaged gradients, as with DDP;
+- a backward reaches an optimizer that is not stepped before the next backward (a GAN's generator
+  loss through the discriminator, backwards in an inner loop before one step): `synchronize()`
+  right after it, or Horovod stops on the next backward or `zero_grad()`;
+- with `backward_passes_per_step`, a `zero_grad()` outside the stepping block (an epoch's start)
+  may meet micro-steps left over from the last window: `synchronize()` before it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from migrate.analysis.index import descendants, read_names, spell
+from migrate.analysis.training import calls_in
+from migrate.steps.base import Context, expression, statements
+
+if TYPE_CHECKING:
+    from migrate.steps.horovod_optimizers import Wrapped
+
+GRADIENT_READERS = ("clip_grad_norm_", "clip_grad_value_", "clip_grad_norm", "unscale_")
+
+
+def synchronize_leftovers(ctx: Context, optimizer: Wrapped) -> None:
+    """With accumulation, a `zero_grad()` outside the block that steps (an epoch's start) may find
+    micro-steps left over from the last window, whose all-reduces Horovod still holds (it stops on
+    a zero_grad() then): `synchronize()` completes them first."""
+    if optimizer.passes is None:
+        return
+    stepping = {id(ctx.index.parent_of.get(s.step.place.stmt)) for s in optimizer.stepped}
+    for call in ctx.index.calls:
+        func = call.node.func
+        if not (isinstance(func, cst.Attribute) and func.attr.value == "zero_grad" and spell(func.value) in optimizer.spellings):
+            continue
+        if not call.place.loops or id(ctx.index.parent_of.get(call.place.stmt)) in stepping or in_header(ctx, call):
+            continue
+        ctx.plan.insert_before(call.place.stmt, statements(
+            f"{spell(func.value)}.synchronize()  # micro-steps left over from the last window: finish their all-reduces\n"))
+
+
+def synchronize_before_reads(ctx: Context, optimizer: Wrapped) -> None:
+    """Clipping or unscaling between backward and the step reads the averaged gradients."""
+    for stepped in optimizer.stepped:
+        step = stepped.step
+        block, position = block_position(ctx, step.place.stmt)
+        if block is None:
+            continue
+        through_scaler = spell(step.node.func) is not None and not spell(step.node.func).startswith(stepped.spelling + ".")  # type: ignore[union-attr]
+        first_reader = None
+        for stmt in reversed(block[:position]):
+            if _has_backward(stmt):
+                break
+            if _reads_gradients(stmt):
+                first_reader = stmt
+        if first_reader is None and not through_scaler:
+            continue
+        sync_before = first_reader or step.place.stmt
+        name = stepped.spelling
+        ctx.plan.insert_before(sync_before, statements(
+            f"{name}.synchronize()  # average the gradients across ranks before they are read\n"))
+        ctx.plan.wrap_run(step.place.stmt, step.place.stmt, _skip_synchronize(ctx, name))
+        ctx.report("MIG404", f"`{name}.synchronize()` before the gradients are read ({'clipping or unscaling' if first_reader else 'the GradScaler step'}), "
+                   f"and the step under `{name}.skip_synchronize()`: the script reads averaged gradients, as with DDP",
+                   sync_before)
+
+
+def _skip_synchronize(ctx: Context, name: str):  # type: ignore[no-untyped-def]
+    item = expression(f"{name}.skip_synchronize()")
+
+    def build(run: list[cst.BaseStatement]) -> cst.BaseCompoundStatement:
+        return cst.With(items=[cst.WithItem(item)], body=cst.IndentedBlock(body=run))
+
+    return build
+
+
+def block_position(ctx: Context, stmt: cst.BaseStatement) -> tuple[list[cst.BaseStatement] | None, int]:
+    """The statements of the block `stmt` is in, and its place there."""
+    parent = ctx.index.parent_of.get(stmt)
+    blocks = [ctx.index.module] if parent is None else [n for n in descendants(parent) if isinstance(n, cst.IndentedBlock)]
+    for block in blocks:
+        for position, sibling in enumerate(block.body):
+            if sibling is stmt:
+                return list(block.body), position
+    return None, 0
+
+
+def _has_backward(stmt: cst.CSTNode) -> bool:
+    return any(isinstance(c.func, cst.Attribute) and c.func.attr.value == "backward" for c in calls_in(stmt))
+
+
+def _reads_gradients(stmt: cst.CSTNode) -> bool:
+    for call in calls_in(stmt):
+        func = call.func
+        name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+        if name in GRADIENT_READERS:
+            return True
+    return False
+
+
+def synchronize_after_crossing_backwards(ctx: Context, wrapped: list[Wrapped]) -> None:
+    """A backward whose loss runs through a model of an optimizer that is not stepped after it
+    (before the next backward): a GAN's generator loss through the discriminator, or a loop of
+    backwards before one step."""
+    for backward in ctx.sites.backward_calls:
+        block, position = block_position(ctx, backward.place.stmt)
+        if block is None:
+            continue
+        reached = _reached_names(ctx, backward)
+        if reached is None:
+            continue
+        later = []
+        for stmt in block[position + 1:]:
+            if _has_backward(stmt):
+                break
+            later.append(stmt)
+        for optimizer in wrapped:
+            roots = {o.spelling for o in optimizer.owners or []}
+            if not roots & reached or any(_steps(stmt, optimizer) for stmt in later):
+                continue
+            name = next((s.spelling for s in optimizer.stepped if s.step.place.scope is backward.place.scope), None)
+            if name is None:
+                continue
+            ctx.plan.insert_after(backward.place.stmt, statements(
+                f"{name}.synchronize()  # this backward reached {', '.join(sorted(roots & reached))}: finish its all-reduces before the next one\n"))
+            ctx.report("MIG404", f"this backward runs through `{', '.join(sorted(roots & reached))}`, whose optimizer "
+                       f"`{name}` is not stepped before the next backward: `{name}.synchronize()` completes the all-reduces this one started (Horovod stops on a second backward, or a zero_grad(), before they are complete)",
+                       backward.node)
+
+
+def _steps(stmt: cst.BaseStatement, optimizer: Wrapped) -> bool:
+    return any(any(s.step.node is call for s in optimizer.stepped) for call in calls_in(stmt))
+
+
+def _reached_names(ctx: Context, backward) -> set[str] | None:  # type: ignore[no-untyped-def]
+    """The names the loss of `backward` is computed from, through the assignments before it in
+    its function (`.detach()` cuts a path); None when it is not `name.backward()`."""
+    func = backward.node.func
+    if not isinstance(func, cst.Attribute):
+        return None
+    scope = backward.place.scope
+    order = ctx.index.statement_order()
+    here = order.get(backward.place.stmt, 0)
+    pending = _undetached_names(func.value)
+    reached: set[str] = set()
+    while pending:
+        name = pending.pop()
+        if name in reached:
+            continue
+        reached.add(name)
+        for binding in ctx.index.bindings_of_in(name, scope):
+            if binding.value is not None and order.get(binding.place.stmt, here) < here:
+                pending |= _undetached_names(binding.value)
+    return reached
+
+
+def _undetached_names(value: cst.CSTNode) -> set[str]:
+    if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in ("detach", "item"):
+        return set()
+    if isinstance(value, cst.Attribute) and value.attr.value == "data":
+        return set()  # `fake.data`: the tensor without its graph
+    if isinstance(value, (cst.Name, cst.Attribute)):
+        return read_names(value) | ({spell(value)} if spell(value) else set())  # type: ignore[arg-type]
+    found: set[str] = set()
+    for child in value.children:
+        if isinstance(child, cst.CSTNode):
+            found |= _undetached_names(child)
+    return found
+
+
+def in_header(ctx: Context, call) -> bool:  # type: ignore[no-untyped-def]
+    """A call in an `if`/`while` test: no statement can follow it alone."""
+    return not isinstance(call.place.stmt, cst.SimpleStatementLine)
