@@ -16,6 +16,15 @@ SHARDED_ONLY_FORWARD = ("FSDP2 gathers the weights only around forward() and aro
                         "training, so that work would read shards")
 
 
+def refuse_unless_method_bypass(ctx: Context) -> None:
+    """Horovod: a model trained through a method other than forward() converts (its gradient
+    hooks are on the parameters, not around forward()); every other reason still refuses."""
+    if ctx.sites.unwrappable is not None and any(
+            isinstance(part, str) and ONLY_FORWARD in part for part in ctx.sites.unwrappable[0]):
+        return
+    refuse_unwrappable(ctx)
+
+
 def refuse_unwrappable(ctx: Context) -> None:
     if ctx.sites.unwrappable is None:
         return

@@ -84,9 +84,11 @@ def conversion() -> Conversion:
     from migrate.steps.scale_lr import scale_lr_unless_declined
     from migrate.steps.scheduler_checks import plateau_metric
     from migrate.steps.shared_files import shared_files
+    from migrate.steps.trained_models import refuse_unless_method_bypass
 
     steps = (
-        horovod_optimizers,  # before the model checks: Horovod hooks the parameters, whatever runs the forward
+        horovod_optimizers,
+        refuse_unless_method_bypass,
         setup,
         local_rank_device,
         broadcast_models,
