@@ -148,6 +148,16 @@ def _verifiable() -> list[str]:
 VERIFY_LAUNCHERS = ("torchrun", "deepspeed", "horovodrun")
 
 
+def _verify_conversion_options(target: str, zero: int, compare: bool) -> Options:
+    """The conversion verify runs: DeepSpeed's stage; for --compare, Horovod without its lr scaling
+    (the run at nproc times the batch applies the original's lr, so the weights can be compared)."""
+    if target == "deepspeed":
+        return Options(zero=zero)
+    if target == "horovod" and compare:
+        return Options(scale_lr=False)
+    return Options()
+
+
 @app.command("verify", cls=PlainUsage, short_help="Run the original and the converted script; check ranks, data, output.")
 def verify(
     script: Annotated[str, typer.Argument(metavar="SCRIPT", hidden=True, help="The single-GPU training script to convert and check.", show_default=False)],
@@ -158,7 +168,7 @@ def verify(
     nproc: Annotated[int, typer.Option("--nproc", min=2, metavar="N", help="Processes the converted script runs with.")] = 2,
     timeout: Annotated[float, typer.Option("--timeout", min=5, metavar="SECONDS", help="After this long a rank counts as hung; its stack is reported.")] = 180.0,
     fake_data: Annotated[bool, typer.Option("--fake-data", help="Replace torchvision datasets (MNIST, CIFAR, ImageFolder...) with small synthetic ones: offline and fast.")] = False,
-    compare: Annotated[bool, typer.Option("--compare", help="Deterministic scripts: also compare each step's loss and the final weights with the original run at nproc times its batch (shuffling turned off in both).")] = False,
+    compare: Annotated[bool, typer.Option("--compare", help="Deterministic scripts: also compare each step's loss and the final weights with the original run at nproc times its batch (shuffling turned off in both; to-horovod converts without its lr scaling for it).")] = False,
     gpu: Annotated[bool, typer.Option("--gpu", help="Run on the GPUs (NCCL, one process per GPU) instead of the CPU with gloo.")] = False,
     zero: Zero = 2,
     report: Annotated[str, typer.Option("--report", metavar="FORMAT", help="text, markdown or json (on stdout).")] = "text",
@@ -189,7 +199,7 @@ def verify(
         raise typer.BadParameter(f"{report!r}: choose text, markdown or json", param_hint="--report")
     options = VerifyOptions(target=target, steps=steps, nproc=nproc, timeout=timeout, fake_data=fake_data, gpu=gpu, compare=compare,
                             converted=converted, script_args=tuple(script_args or ()), keep=keep,
-                            options=Options(zero=zero) if target == "deepspeed" else Options())
+                            options=_verify_conversion_options(target, zero, compare))
     try:
         result = run_verify(script, options)
     except InputError as error:

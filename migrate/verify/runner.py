@@ -89,6 +89,7 @@ class Probe:
         self.loss_recorded_for = 0
         self.stepped: set[int] = set()  # ids of the parameters the optimizers hold
         self.counts: dict[int, int] = {}  # optimizer id -> steps taken
+        self.step_depth: dict[int, int] = {}  # optimizer id -> step() calls under way (nested: Horovod)
         self.total = 0
         self.depth = 0
         self.models: list[Any] = []  # top-level modules seen in a forward, in order
@@ -119,8 +120,16 @@ class Probe:
         self.depth = max(0, self.depth - 1)
 
     # -- optimizer steps -----------------------------------------------------------------------
+    def step_pre(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        self.step_depth[id(optimizer)] = self.step_depth.get(id(optimizer), 0) + 1
+
     def step_post(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         key = id(optimizer)
+        # hvd.DistributedOptimizer's step() runs its torch class's step(): torch calls the step
+        # hooks around both, and only the outer one is the script's step
+        self.step_depth[key] = self.step_depth.get(key, 1) - 1
+        if self.step_depth[key] > 0:
+            return
         if key not in self.counts:
             self.note_optimizer(optimizer)
         self.counts[key] = self.counts.get(key, 0) + 1
@@ -321,10 +330,11 @@ def install_save_hook(recorder: Recorder) -> None:
 def install_training_hooks(probe: Probe) -> None:
     import torch
     from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
-    from torch.optim.optimizer import register_optimizer_step_post_hook
+    from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
     register_module_forward_pre_hook(probe.forward_pre)
     register_module_forward_hook(probe.forward_post, always_call=True)
+    register_optimizer_step_pre_hook(probe.step_pre)
     register_optimizer_step_post_hook(probe.step_post)
     real_backward = torch.Tensor.backward
 

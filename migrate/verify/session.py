@@ -46,7 +46,7 @@ def verify(script: str, options: VerifyOptions) -> VerifyResult:
     from migrate.sources import read_source
 
     source, _ = read_source(script)
-    work = Path(options.keep) if options.keep else Path(tempfile.mkdtemp(prefix="migrate-verify-"))
+    work = Path(options.keep).resolve() if options.keep else Path(tempfile.mkdtemp(prefix="migrate-verify-"))
     try:
         folder = Path(script).resolve().parent
         original_dir = copy_folder(folder, work / "original")
@@ -90,9 +90,11 @@ def partitioned(config_text: str) -> str:
 
 
 def copy_folder(source: Path, destination: Path) -> Path:
-    """Copy a script's folder: small files copied, large ones linked, caches and VCS skipped."""
+    """Copy a script's folder: small files copied, large ones linked, caches and VCS skipped, and
+    the work folder itself when it lies inside (`--keep` a folder beside the script)."""
+    work = destination.resolve().parent
     for current, folders, files in os.walk(source):
-        folders[:] = [f for f in folders if f not in SKIPPED_FOLDERS]
+        folders[:] = [f for f in folders if f not in SKIPPED_FOLDERS and (Path(current) / f).resolve() != work]
         target = destination / os.path.relpath(current, source)
         target.mkdir(parents=True, exist_ok=True)
         for file in files:

@@ -144,7 +144,7 @@ def test_an_original_that_fails_on_its_own_is_not_blamed_on_the_conversion(tmp_p
 SAMPLE = Path(__file__).parents[2] / "samples" / "mlp_regression" / "train.py"
 
 
-@pytest.mark.parametrize("target", ["ddp", "deepspeed", "fsdp"])
+@pytest.mark.parametrize("target", ["ddp", "deepspeed", "fsdp", "horovod"])
 def test_compare_finds_a_sample_trains_like_the_original(tmp_path: Path, target: str) -> None:
     """2 ranks at batch 16 against the original at 32, shuffling off: each step's loss and the weights."""
     shutil.copy(SAMPLE, tmp_path / "train.py")
@@ -164,3 +164,12 @@ def test_compare_says_why_a_batchnorm_model_differs(tmp_path: Path) -> None:
     assert code == 1
     assert statuses(report)["compare"] == "failed"
     assert "BatchNorm statistics" in detail(report, "compare")
+
+
+def test_keep_a_folder_beside_the_script_copies_the_script_once(tmp_path: Path) -> None:
+    """`--keep keep` inside the script's folder: the copies do not copy the copies."""
+    code, report = verify(tmp_path, HAND_CONVERTED, "--keep", str(tmp_path / "keep"))
+    assert code == 0, json.dumps(report, indent=1)
+    for copy in ("original", "converted"):
+        assert not (tmp_path / "keep" / copy / "keep").exists()
+        assert (tmp_path / "keep" / copy / "train.py").is_file()
