@@ -150,3 +150,27 @@ def test_accumulation_and_clipping_follow_the_command_line(tmp_path: Path, tmp_p
     assert (config["gradient_clipping"], config["gradient_accumulation_steps"]) == (1.0, 2)
     run = run_deepspeed(converted, 2, [*flags, "--batch-size", "8"], tmp_path / "ds.pt")
     assert_same_weights(run.weights, clipped.weights)
+
+
+def test_the_generated_launcher_trains_on_the_port_asked_for(tmp_path: Path) -> None:
+    """run_<script>_deepspeed.sh for one node, NUM_GPUS=2 (CPU ranks here) and MASTER_PORT set:
+    the launcher rendezvouses there and the weights are the original's."""
+    import os
+    import subprocess
+
+    from migrate.verify.session import remove_deepspeed_buffers
+    from tests.equivalence.harness import BIN, environment, flatten
+
+    original, converted = convert("mlp_regression", "deepspeed", tmp_path)
+    reference = run_python(original, [*ARGS, "--batch-size", "16"], tmp_path / "original.pt")
+    env = environment()
+    env.update(NUM_GPUS="2", DS_ACCELERATOR="cpu", PATH=f"{BIN}{os.pathsep}{env['PATH']}")
+    save = tmp_path / "launched.pt"
+    try:
+        process = subprocess.run(["bash", str(tmp_path / "run_converted_deepspeed.sh"), *ARGS, "--batch-size", "8",
+                                  "--save", str(save)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    finally:
+        remove_deepspeed_buffers(env["MASTER_PORT"])
+    assert process.returncode == 0, process.stdout[-2000:] + process.stderr[-3000:]
+    assert f"--master_port={env['MASTER_PORT']}" in process.stdout + process.stderr
+    assert_same_weights(flatten(torch.load(save, map_location="cpu", weights_only=True)), reference.weights)
