@@ -205,3 +205,43 @@ def test_printed_running_sums_are_reduced_so_rank_0_prints_every_ranks_batches(d
 def test_a_sum_of_tensors_leaves_the_loops_sums_alone() -> None:
     source = PRINTED_SUMS.replace("{DIVIDED}", "{total / batches}").replace("total += loss.item()", "total += loss.detach()")
     assert "hvd.allreduce" not in convert(source=source).new
+
+
+GAN_REBINDING = """\
+import torch
+import torch.nn as nn
+
+
+def main():
+    G, D = nn.Linear(4, 2), nn.Linear(2, 1)
+    opt_g = torch.optim.Adam(G.parameters(), lr=1e-3)
+    opt_d = torch.optim.Adam(D.parameters(), lr=1e-3)
+    for step in range(100):
+        fake = G(torch.randn(8, 4))
+        score = D(fake)
+        loss_g = -score.mean()
+        opt_g.zero_grad()
+        loss_g.backward()
+        opt_g.step()
+        score = D(fake.detach())
+        loss_d = score.mean() - D(torch.randn(8, 2)).mean()
+        opt_d.zero_grad()
+        loss_d.backward()
+        opt_d.step()
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+def test_a_backward_through_another_optimizers_model_is_synchronized_and_only_that_one() -> None:
+    """The generator's loss runs through D: opt_d's all-reduces are completed after it. The
+    discriminator's loss reads `score` bound again from `fake.detach()`: it does not reach G."""
+    result = convert(source=GAN_REBINDING)
+    lines = [line.strip() for line in result.new.splitlines()]
+    after_g = lines[lines.index("loss_g.backward()") + 1]
+    assert after_g.startswith("opt_d.synchronize()")
+    assert lines[lines.index("loss_d.backward()") + 1] == "opt_d.step()"
+    assert not any(line.startswith("opt_g.synchronize()") for line in lines)
+    assert [f.code for f in result.findings].count("MIG404") == 1

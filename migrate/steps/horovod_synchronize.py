@@ -155,9 +155,13 @@ def _reached_names(ctx: Context, backward) -> set[str] | None:  # type: ignore[n
         if name in reached:
             continue
         reached.add(name)
-        for binding in ctx.index.bindings_of_in(name, scope):
-            if binding.value is not None and order.get(binding.place.stmt, here) < here:
-                pending |= _undetached_names(binding.value)
+        earlier = sorted((b for b in ctx.index.bindings_of_in(name, scope)
+                          if b.value is not None and order.get(b.place.stmt, here) < here),
+                         key=lambda b: order[b.place.stmt])
+        if earlier and ctx.index.parent_of.get(earlier[-1].place.stmt) is ctx.index.parent_of.get(backward.place.stmt):
+            earlier = earlier[-1:]  # rebound in the backward's own block: the last value is the one it reads
+        for binding in earlier:
+            pending |= _undetached_names(binding.value)  # type: ignore[arg-type]
     return reached
 
 
