@@ -184,14 +184,13 @@ def _only_construction(ctx: Context, call) -> Wrapped:  # type: ignore[no-untype
 
 
 def _wrappable(ctx: Context, wrapped: list[Wrapped]) -> bool:
-    training_loops = {loop.node for loop in ctx.sites.step_loops} | {e.loop.node for e in ctx.sites.epoch_loops}
     seen: dict[tuple[str, int], Wrapped] = {}
     for optimizer in wrapped:
-        site = ctx.index.call_site(optimizer.built) if isinstance(optimizer.built, cst.Call) else None
-        if site is not None and training_loops.intersection(site.place.loops):
-            ctx.report("MIG402", f"{_called(optimizer)} is built again in the training loop: each "
-                       "hvd.DistributedOptimizer hooks the parameters once more and their all-reduces collide; build "
-                       "it once before training; the file is left unchanged", optimizer.built)
+        rebuilt = next((b for b in (optimizer.built, *optimizer.alternatives) if _built_while_training(ctx, b)), None)
+        if rebuilt is not None:
+            ctx.report("MIG402", f"{_called(optimizer)} is built again in the training loop (`{ctx.code(rebuilt)[:60]}`): "
+                       "each hvd.DistributedOptimizer hooks the parameters once more and their all-reduces collide; "
+                       "build it once before training; the file is left unchanged", rebuilt)
             return False
         for owner in optimizer.owners or []:
             key = (owner.spelling, id(owner.scope))
@@ -215,6 +214,23 @@ def _called(optimizer: Wrapped) -> str:
         return f"`{sorted(optimizer.spellings)[0]}`"
     func = spell(optimizer.built.func) if isinstance(optimizer.built, cst.Call) else None
     return f"the `{func}(...)` optimizer" if func else "the optimizer"
+
+
+def _built_while_training(ctx: Context, built: cst.BaseExpression) -> bool:
+    """Inside a loop that trains: the training loops found, or any loop whose body runs a backward
+    or calls a function that does (`for epoch in ...: train(); ... optimizer = ASGD(...)`)."""
+    site = ctx.index.call_site(built) if isinstance(built, cst.Call) else None
+    if site is None:
+        return False
+    training_loops = {loop.node for loop in ctx.sites.step_loops} | {e.loop.node for e in ctx.sites.epoch_loops}
+    for loop in site.place.loops:
+        if loop in training_loops:
+            return True
+        for call in calls_in(loop):
+            name = spell(call.func) or ""
+            if name in ctx.sites.training_scopes or name.endswith(".backward"):
+                return True
+    return False
 
 
 def _named(optimizer: Wrapped) -> bool:
