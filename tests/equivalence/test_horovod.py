@@ -126,3 +126,23 @@ def test_broadcast_gives_every_rank_rank_0s_weights(tmp_path: Path) -> None:
     apart = [torch.load(tmp_path / "unbroadcast" / f"weights_{r}.pt") for r in (0, 1)]
     assert_same_weights(same[1], same[0])
     assert not torch.allclose(apart[0]["weight"], apart[1]["weight"])
+
+
+def test_a_checkpoint_resumes_like_the_original_script_resumes(tmp_path: Path) -> None:
+    """cnn_classifier writes model and optimizer state each epoch. Its Horovod checkpoint (2 ranks,
+    2 epochs) is resumed for a third epoch by the original script and by the converted one, whose
+    optimizer is wrapped before the state loads and broadcast after: as one process the weights are
+    equal; as 2 ranks the final loss agrees (BatchNorm: see test_ddp.BATCHNORM_SAMPLES)."""
+    original, converted = convert("cnn_classifier", "horovod", tmp_path, Options(scale_lr=False))
+    assert "hvd.broadcast_optimizer_state(optimizer, root_rank=0)" in converted.read_text()
+    checkpoint = tmp_path / "checkpoint.pt"
+    run_horovod(converted, 2, ["--batch-size", "8", "--no-shuffle", "--epochs", "2", "--checkpoint", str(checkpoint)],
+                tmp_path / "two.pt")
+    resume = ["--no-shuffle", "--epochs", "3", "--resume", str(checkpoint)]
+    by_original = run_python(original, [*resume, "--batch-size", "16"], tmp_path / "original_resumed.pt")
+    one_rank = run_python(converted, [*resume, "--batch-size", "16"], tmp_path / "one_rank_resumed.pt")
+    two_ranks = run_horovod(converted, 2, [*resume, "--batch-size", "8"], tmp_path / "two_ranks_resumed.pt")
+    assert "resumed from" in by_original.stderr and "resumed from" in two_ranks.stderr
+    assert_same_weights(one_rank.weights, by_original.weights)
+    assert_loads_strictly(two_ranks.weights, by_original.weights)
+    assert final_train_loss(two_ranks.stderr) == pytest.approx(final_train_loss(by_original.stderr), rel=LOSS_RTOL)
