@@ -416,6 +416,8 @@ def _plain_zero_grad(ctx: Context, optimizer: Wrapped) -> None:
         value = call.node.args[0].value
         if isinstance(value, cst.Name) and value.value == "True":
             ctx.plan.replace(call.node, lambda updated: updated.with_changes(args=[]))
+            ctx.report("MIG004", "`set_to_none=True` dropped: Horovod 0.28.1's zero_grad() takes no argument, and "
+                       "True is torch's default", call.node)
         else:
             plain = expression(f"{ctx.torch}.optim.Optimizer.zero_grad({owner}, set_to_none={ctx.code(value)})")
             ctx.plan.replace_with(call.node, plain)

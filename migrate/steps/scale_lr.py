@@ -26,10 +26,10 @@ def scale_lr_unless_declined(ctx: Context) -> None:
     """Horovod's recipe: on unless `--no-scale-lr`, or `--keep-global-batch` keeps the global batch."""
     unsharded = next((f for f in ctx.findings if f.code in UNSHARDED), None)
     if ctx.options.scale_lr is None and not ctx.options.keep_global_batch and unsharded is not None and ctx.sites.optimizers:
-        ctx.report("MIG004", f"the learning rate is kept: the training data is not sharded (line {unsharded.line}, "
-                   f"{unsharded.code}), so every rank trains on the same batches and the global batch does not grow; "
-                   "once each rank reads its own share, multiply it by hvd.size() (Horovod's recipe) or convert again "
-                   "with --scale-lr", ctx.sites.optimizers[0].node)
+        ctx.report("MIG004", f"the learning rate is kept: the conversion did not shard the training data (line "
+                   f"{unsharded.line}, {unsharded.code}), so it cannot tell whether the ranks' batches add up to a "
+                   "larger global batch; once each rank reads its own share, multiply it by hvd.size() (Horovod's "
+                   "recipe) or convert again with --scale-lr", ctx.sites.optimizers[0].node)
         return
     if ctx.options.scale_lr or (ctx.options.scale_lr is None and not ctx.options.keep_global_batch):
         first = scale_learning_rates(ctx)
