@@ -242,13 +242,20 @@ def _first_line(ctx: Context, stmt: cst.BaseStatement) -> str:
 
 # -- downloads ---------------------------------------------------------------------------------
 
+def _always_false(ctx: Context, name: str) -> bool:
+    """`DOWNLOAD = False` and never bound to anything else in the file: nothing is downloaded."""
+    bindings = ctx.index.bindings_of(name)
+    return bool(bindings) and all(isinstance(b.value, cst.Name) and b.value.value in ("False", "None") for b in bindings)
+
+
 def _downloads(ctx: Context) -> None:
     by_statement: dict[cst.BaseStatement, list[cst.Call]] = {}
     for call in ctx.index.calls:
         download = argument(call.node, "download", 99)
         if download is None or download.keyword is None:
             continue
-        if isinstance(download.value, cst.Name) and download.value.value in ("False", "None"):
+        if isinstance(download.value, cst.Name) and (download.value.value in ("False", "None")
+                                                     or _always_false(ctx, download.value.value)):
             continue
         if call.name in ctx.index.functions:
             continue

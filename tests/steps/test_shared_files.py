@@ -85,3 +85,28 @@ def test_deleting_at_import_time_is_reported_not_guarded() -> None:
     assert result.source.splitlines()[7] == 'shutil.rmtree("old_runs")'
     assert result.text == result.source.replace('os.makedirs("runs")', 'os.makedirs("runs", exist_ok=True)')
     assert result.codes == [("MIG120", 8)]
+
+
+DOWNLOAD_FLAG = """\
+import torchvision
+
+DOWNLOAD = False
+
+
+def main():
+    train = torchvision.datasets.MNIST("./mnist", train=True, download=DOWNLOAD)
+    print(len(train))
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+def test_a_download_flag_that_is_always_false_downloads_nothing() -> None:
+    """`download=DOWNLOAD` with `DOWNLOAD = False` throughout: nothing to download, nothing said;
+    set to True anywhere, the download is handled (here: reported, as no setup ran before it)."""
+    quiet = run_step(shared_files, DOWNLOAD_FLAG)
+    assert quiet.text == quiet.source and quiet.findings == ()
+    switched = DOWNLOAD_FLAG.replace("DOWNLOAD = False\n", "DOWNLOAD = False\nif True:\n    DOWNLOAD = True\n")
+    assert [code for code, _line in run_step(shared_files, switched).codes] == ["MIG120"]
