@@ -91,6 +91,11 @@ def offload_problems(options: Options) -> list[OptionProblem]:
             if value not in OFFLOAD_DEVICES]
 
 
+def host_slots(hosts: tuple[str, ...]) -> list[tuple[str, int]]:
+    """`("node1:8", "node2")` -> `[("node1", 8), ("node2", 1)]`: each host and its process count."""
+    return [(h.split(":")[0], int(h.split(":")[1]) if ":" in h else 1) for h in hosts]
+
+
 def hosts_problems(hosts: tuple[str, ...]) -> list[OptionProblem]:
     found: list[OptionProblem] = []
     for host in hosts:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 
 from migrate.model import Artifact, FileResult, InputError, Options
-from migrate.options import OptionProblem, offload_problems, config_out_problems, hosts_problems
+from migrate.options import OptionProblem, offload_problems, config_out_problems, host_slots, hosts_problems
 from migrate.runtime import torch_distributed
 from migrate.targets.base import Conversion, Target
 from migrate.targets.ddp import launch_script_path
@@ -77,7 +77,7 @@ def deepspeed_artifacts(script_path: str, ctx: Context) -> list[Artifact]:
     options = ctx.options
     config = config_path(script_path, ctx)
     artifacts = [Artifact(path=config, text=ds_config_text(ctx))]
-    hosts = [(h.split(":")[0], int(h.split(":")[1]) if ":" in h else 1) for h in options.hosts]
+    hosts = host_slots(options.hosts)
     hostfile = "hostfile" if hosts else None
     if hosts:
         artifacts.append(Artifact(path=os.path.join(os.path.dirname(script_path), "hostfile"),

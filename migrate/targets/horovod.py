@@ -17,7 +17,7 @@ from typing import Annotated, Optional
 import typer
 
 from migrate.model import Artifact, Options, Severity
-from migrate.options import OptionProblem, hosts_problems
+from migrate.options import OptionProblem, host_slots, hosts_problems
 from migrate.runtime import Runtime
 from migrate.targets.base import Conversion, Target
 from migrate.targets.ddp import Nproc, launch_script_path
@@ -58,7 +58,7 @@ MAINTENANCE = ("Horovod's last release is 0.28.1 (2023): it does not build again
 def horovodrun_launcher(script_path: str, ctx) -> list[Artifact]:  # type: ignore[no-untyped-def]
     """run_<script>_horovod.sh: horovodrun on this node, or on the hosts --hosts names."""
     path = launch_script_path(script_path, "horovod")
-    hosts = [(h.split(":")[0], int(h.split(":")[1]) if ":" in h else 1) for h in ctx.options.hosts]
+    hosts = host_slots(ctx.options.hosts)
     nproc = ctx.options.nproc_per_node
     text = render(
         "launch/horovodrun.sh.j2",
