@@ -209,6 +209,15 @@ def verify(
     raise typer.Exit(result.exit_code)
 
 
+def _launch_command() -> None:
+    from migrate.launch_command import launch
+
+    app.command("launch", cls=PlainUsage, short_help="Write the launcher for a converted script: one node, several, "
+                "SLURM or Kubernetes.")(launch)
+
+
+_launch_command()
+
 for _target in REGISTRY:
     if not _target.available:
         _planned_command(_target)

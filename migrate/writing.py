@@ -48,8 +48,9 @@ class Plan:
     notes: list[str]
 
 
-def plan(results: list[FileResult]) -> Plan:
-    """Check every output of every result before anything is written."""
+def plan(results: list[FileResult], replace_generated: bool = False) -> Plan:
+    """Check every output of every result before anything is written. `replace_generated`
+    (`migrate launch --force`): an existing generated file that differs is replaced, not kept."""
     problems: list[InputError] = []
     notes: list[str] = []
     scripts = {os.path.realpath(r.path): r.path for r in results}
@@ -61,7 +62,7 @@ def plan(results: list[FileResult]) -> Plan:
             batch.append(Output(result.path, result.new.encode(result.encoding), result.path, expected=result.digest))
         kept: list[Output] = []
         for output in batch:
-            problem = _problem(output, scripts, claimed)
+            problem = _problem(output, scripts, claimed, replace_generated)
             if problem is not None:
                 problems.append(problem)
                 continue
@@ -77,7 +78,8 @@ def plan(results: list[FileResult]) -> Plan:
     return Plan(batches=batches, problems=problems, notes=notes)
 
 
-def _problem(output: Output, scripts: dict[str, str], claimed: dict[str, Output]) -> InputError | None:
+def _problem(output: Output, scripts: dict[str, str], claimed: dict[str, Output],
+             replace_generated: bool = False) -> InputError | None:
     real = os.path.realpath(output.path)
     if output.expected is None:
         if real in scripts:
@@ -91,7 +93,7 @@ def _problem(output: Output, scripts: dict[str, str], claimed: dict[str, Output]
             return InputError(output.path, 0, 0, f"{other.script} and {output.script} would both write this file, with "
                               "different contents; convert them in separate runs with different --config-out "
                               "names")
-        if other is None and os.path.lexists(output.path):
+        if other is None and os.path.lexists(output.path) and not (replace_generated and os.path.isfile(real)):
             return _existing_problem(output, real)
     elif os.path.lexists(real):
         try:

@@ -260,4 +260,4 @@ def test_options_that_contradict_are_refused(project: Path) -> None:
 ])
 def test_the_launcher_says_what_it_starts(project: Path, nproc: str, said: str) -> None:
     result = migrate("to-ddp", "--nproc-per-node", nproc, "train.py", cwd=project)
-    assert f"+# Launches train.py with torchrun: {said}; NPROC_PER_NODE overrides it.\n" in result.stdout
+    assert f"+# Launches train.py with torchrun on this machine: {said}; NPROC_PER_NODE overrides it.\n" in result.stdout

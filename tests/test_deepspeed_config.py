@@ -98,7 +98,7 @@ def test_several_nodes_get_a_hostfile_and_a_multi_node_launcher(tmp_path: Path) 
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "hostfile").read_text() == "node1 slots=8\nnode2 slots=4\n"
     launcher = (tmp_path / "run_train_deepspeed.sh").read_text()
-    assert "--num_nodes 2" in launcher and "MASTER_ADDR:-node1" in launcher and "conf/ds.json" in launcher
+    assert "--num_nodes 2" in launcher and "MASTER_ADDR:-node1" in launcher
     assert json.loads((tmp_path / "conf" / "ds.json").read_text())["zero_optimization"]["stage"] == 2
     assert '"conf/ds.json"' in (tmp_path / "train.py").read_text()
     subprocess.run(["bash", "-n", str(tmp_path / "run_train_deepspeed.sh")], check=True)

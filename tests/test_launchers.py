@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from migrate import Options, migrate_source
-from tests.equivalence.harness import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "samples" / "mlp_regression" / "train.py"
@@ -52,9 +51,10 @@ def test_a_script_in_a_hostile_path_runs_as_given(target: str, tmp_path: Path) -
     script.write_text(result.new)
     [(launcher, text)] = [(a.path, a.text) for a in result.artifacts if a.path.endswith(".sh")]
     Path(launcher).write_text(text)
-    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR")}
+    # no MASTER_PORT: the one-node torchrun launcher takes a free port itself (--standalone)
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")}
     env.update(PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}", PYTHON=sys.executable,
-               NPROC_PER_NODE="1", NUM_PROCESSES="1", MASTER_PORT=str(free_port()),
+               NPROC_PER_NODE="1", NUM_PROCESSES="1",
                CUDA_VISIBLE_DEVICES="", OMP_NUM_THREADS="1")
     save = tmp_path / "weights.pt"
     process = subprocess.run(["bash", launcher, "--epochs", "1", "--save", str(save)], cwd=tmp_path, env=env,

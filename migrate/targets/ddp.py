@@ -6,7 +6,6 @@ Artifact: a torchrun launch script beside the converted script.
 
 from __future__ import annotations
 
-import os
 from typing import Annotated
 
 import typer
@@ -14,7 +13,6 @@ import typer
 from migrate.model import Artifact, Options
 from migrate.runtime import torch_distributed
 from migrate.targets.base import Conversion, Target
-from migrate.templating import render
 
 # gloo for CPU tensors and, when CUDA is available, NCCL for CUDA tensors: a script told to stay on
 # the CPU (`--device cpu`) still all-reduces on a GPU host
@@ -22,33 +20,12 @@ TORCHRUN = torch_distributed(
     "torchrun", '{m}.init_process_group("cpu:gloo,cuda:nccl" if {torch}.cuda.is_available() else "gloo")')
 
 
-def launch_script_path(script_path: str, target: str) -> str:
-    folder, name = os.path.split(script_path)
-    stem = os.path.splitext(name)[0]
-    return os.path.join(folder, f"run_{stem}_{target}.sh")
-
-
 def torchrun_launcher(script_path: str, ctx, target: str = "ddp") -> list[Artifact]:  # type: ignore[no-untyped-def]
-    """run_<script>_<target>.sh: torchrun with the processes --nproc-per-node asks for."""
-    path = launch_script_path(script_path, target)
-    text = render(
-        "launch/torchrun.sh.j2",
-        script=os.path.basename(script_path),
-        target=target,
-        nproc=ctx.options.nproc_per_node,
-        processes=_processes_comment(ctx.options.nproc_per_node),
-        launcher_name=os.path.basename(path),
-    )
-    return [Artifact(path=path, text=text, executable=True)]
+    """run_<script>_<target>.sh: torchrun on this node with the processes --nproc-per-node asks for
+    (migrate.launch renders it, as `migrate launch` does)."""
+    from migrate.launch import LaunchPlan, render
 
-
-def _processes_comment(nproc: str) -> str:
-    """What torchrun starts for --nproc-per-node, said as it is (for `auto`: GPUs, else CPU cores)."""
-    if nproc == "auto":
-        return "one process per GPU (torchrun's `auto`: one per CPU core on a host without GPUs)"
-    if nproc == "gpu":
-        return "one process per GPU"
-    return "1 process per node" if nproc == "1" else f"{nproc} processes per node"
+    return render(LaunchPlan(target=target, script=script_path, nproc_per_node=ctx.options.nproc_per_node))
 
 
 def conversion() -> Conversion:

@@ -15,10 +15,9 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 
 from migrate.model import Artifact, FileResult, InputError, Options
-from migrate.options import OptionProblem, offload_problems, config_out_problems, host_slots, hosts_problems
+from migrate.options import OptionProblem, offload_problems, config_out_problems, hosts_problems
 from migrate.runtime import torch_distributed
 from migrate.targets.base import Conversion, Target
-from migrate.targets.ddp import launch_script_path
 from migrate.templating import render
 
 if TYPE_CHECKING:
@@ -74,26 +73,11 @@ def _offload(device: str, nvme_path: str) -> dict[str, object] | None:
 
 
 def deepspeed_artifacts(script_path: str, ctx: Context) -> list[Artifact]:
-    options = ctx.options
-    config = config_path(script_path, ctx)
-    artifacts = [Artifact(path=config, text=ds_config_text(ctx))]
-    hosts = host_slots(options.hosts)
-    hostfile = "hostfile" if hosts else None
-    if hosts:
-        artifacts.append(Artifact(path=os.path.join(os.path.dirname(script_path), "hostfile"),
-                                  text=render("deepspeed/hostfile.j2", hosts=hosts)))
-    launcher = launch_script_path(script_path, "deepspeed")
-    text = render(
-        "launch/deepspeed.sh.j2",
-        script=os.path.basename(script_path),
-        stage=options.zero,
-        config=os.path.relpath(config, os.path.dirname(script_path) or "."),
-        hostfile=hostfile,
-        num_nodes=len(hosts),
-        master_addr=hosts[0][0] if hosts else "",
-    )
-    artifacts.append(Artifact(path=launcher, text=text, executable=True))
-    return artifacts
+    """The config, then the launcher (and the hostfile --hosts asks for), rendered by migrate.launch."""
+    from migrate.launch import LaunchPlan, render as render_launcher
+
+    config = Artifact(path=config_path(script_path, ctx), text=ds_config_text(ctx))
+    return [config, *render_launcher(LaunchPlan(target="deepspeed", script=script_path, hosts=ctx.options.hosts))]
 
 
 def conversion() -> Conversion:

@@ -11,17 +11,15 @@ scripts/horovod-wheel makes.
 
 from __future__ import annotations
 
-import os
 from typing import Annotated, Optional
 
 import typer
 
 from migrate.model import Artifact, Options, Severity
-from migrate.options import OptionProblem, host_slots, hosts_problems
+from migrate.options import OptionProblem, hosts_problems
 from migrate.runtime import Runtime
 from migrate.targets.base import Conversion, Target
-from migrate.targets.ddp import Nproc, launch_script_path
-from migrate.templating import render
+from migrate.targets.ddp import Nproc
 
 HOROVOD = Runtime(
     module="horovod.torch",
@@ -56,19 +54,11 @@ MAINTENANCE = ("Horovod's last release is 0.28.1 (2023): it does not build again
 
 
 def horovodrun_launcher(script_path: str, ctx) -> list[Artifact]:  # type: ignore[no-untyped-def]
-    """run_<script>_horovod.sh: horovodrun on this node, or on the hosts --hosts names."""
-    path = launch_script_path(script_path, "horovod")
-    hosts = host_slots(ctx.options.hosts)
-    nproc = ctx.options.nproc_per_node
-    text = render(
-        "launch/horovodrun.sh.j2",
-        script=os.path.basename(script_path),
-        nproc=nproc if nproc.isdigit() else "",
-        hosts=",".join(f"{host}:{slots}" for host, slots in hosts),
-        total=sum(slots for _host, slots in hosts),
-        launcher_name=os.path.basename(path),
-    )
-    return [Artifact(path=path, text=text, executable=True)]
+    """run_<script>_horovod.sh: horovodrun on this node, or on the hosts --hosts names (migrate.launch)."""
+    from migrate.launch import LaunchPlan, render
+
+    return render(LaunchPlan(target="horovod", script=script_path, nproc_per_node=ctx.options.nproc_per_node,
+                             hosts=ctx.options.hosts))
 
 
 def conversion() -> Conversion:

@@ -81,26 +81,3 @@ def test_ddp_sample_on_one_gpu_over_nccl(sample: str, tmp_path: Path, monkeypatc
     if sample in BATCHNORM_SAMPLES:
         return
     assert_same_weights(one_gpu.weights, reference.weights)
-
-
-def test_the_launcher_trains_on_two_nodes(tmp_path: Path) -> None:
-    """The generated run_<script>_ddp.sh started twice on this machine as node 0 and node 1 of two
-    (NNODES=2, one process per node, MASTER_ADDR=127.0.0.1): the weights of the one-process original."""
-    import os
-    import subprocess
-
-    from tests.equivalence.harness import BIN, environment, flatten
-
-    original, converted = convert("mlp_regression", "ddp", tmp_path)
-    reference = run_python(original, [*EPOCHS, "--batch-size", str(2 * PER_PROCESS_BATCH), "--no-shuffle"],
-                           tmp_path / "original.pt")
-    save = tmp_path / "two_nodes.pt"
-    env = environment()
-    env.update(NNODES="2", NPROC_PER_NODE="1", MASTER_ADDR="127.0.0.1", PATH=f"{BIN}{os.pathsep}{env['PATH']}")
-    command = ["bash", str(tmp_path / "run_converted_ddp.sh"), *EPOCHS, "--batch-size", str(PER_PROCESS_BATCH),
-               "--no-shuffle", "--save", str(save)]
-    nodes = [subprocess.Popen(command, cwd=tmp_path, env={**env, "NODE_RANK": str(rank)}, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for rank in (0, 1)]
-    outputs = [node.communicate(timeout=300) for node in nodes]
-    assert [node.returncode for node in nodes] == [0, 0], outputs
-    assert_same_weights(flatten(torch.load(save, map_location="cpu", weights_only=True)), reference.weights)

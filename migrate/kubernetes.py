@@ -1,0 +1,65 @@
+"""The Kubeflow PyTorchJob manifest `migrate launch ddp|fsdp --scheduler kubernetes` writes.
+
+One Master pod and --nnodes - 1 Worker pods, each running torchrun with the command the one-node
+launcher runs, less its rendezvous flags: the training operator gives every pod its node count, node
+rank and the Master's address as torchrun's PET_* variables (PET_NNODES, PET_NODE_RANK,
+PET_MASTER_ADDR, PET_MASTER_PORT), and `nprocPerNode` sets PET_NPROC_PER_NODE. The manifest is a
+dict written by PyYAML, so it always parses; the header is YAML comments.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from migrate.launch import LaunchPlan
+
+API_VERSION = "kubeflow.org/v1"
+CONTAINER = "pytorch"  # the operator finds the training container by this name
+
+
+def torchrun_command(plan: LaunchPlan) -> list[str]:
+    """torchrun, the processes per node, the script (relative to the container's working folder), its arguments."""
+    return ["torchrun", f"--nproc-per-node={plan.nproc_per_node}", _script_in_image(plan), *plan.script_args]
+
+
+def _script_in_image(plan: LaunchPlan) -> str:
+    from migrate.launch import out_path
+
+    return os.path.relpath(plan.script, os.path.dirname(out_path(plan)) or ".")
+
+
+def pytorchjob_manifest(plan: LaunchPlan, header: list[str]) -> str:
+    import yaml
+
+    from migrate.launch import gpus_per_node, job_name, out_path
+    from migrate.sources import printable
+
+    replicas = {"Master": _replica(plan, 1, gpus_per_node(plan))}
+    if plan.nnodes > 1:
+        replicas["Worker"] = _replica(plan, plan.nnodes - 1, gpus_per_node(plan))
+    manifest: dict[str, Any] = {
+        "apiVersion": API_VERSION,
+        "kind": "PyTorchJob",
+        "metadata": {"name": job_name(plan)},
+        "spec": {"nprocPerNode": plan.nproc_per_node, "pytorchReplicaSpecs": replicas},
+    }
+    workers = {1: "", 2: ", 1 Worker"}.get(plan.nnodes, f", {plan.nnodes - 1} Workers")
+    comments = [
+        f"A Kubeflow PyTorchJob: {plan.nnodes} pod{'s' if plan.nnodes > 1 else ''} (one Master{workers}), "
+        f"{plan.nproc_per_node} processes each.",
+        "The image must hold the script at the path the command names, relative to its working folder.",
+        "Apply it with: kubectl apply -f " + printable(os.path.basename(out_path(plan))),
+        *header,
+    ]
+    text = "".join(f"# {line}\n" for line in comments) + yaml.safe_dump(manifest, sort_keys=False, width=1000)
+    yaml.safe_load(text)  # a bug here must never ship a manifest that does not parse
+    return text
+
+
+def _replica(plan: LaunchPlan, count: int, gpus: int) -> dict[str, Any]:
+    container: dict[str, Any] = {"name": CONTAINER, "image": plan.image, "command": torchrun_command(plan)}
+    if gpus:
+        container["resources"] = {"limits": {"nvidia.com/gpu": gpus}}
+    return {"replicas": count, "restartPolicy": "OnFailure", "template": {"spec": {"containers": [container]}}}

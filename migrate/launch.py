@@ -1,0 +1,374 @@
+"""Launchers: what starts a converted script, on one node, on several, or under a scheduler.
+
+`migrate launch TARGET SCRIPT` renders one without touching the script, and every `to-<target>`
+renders its launcher through the same `render` (a one-node `LaunchPlan`, or the hosts --hosts
+names). What each target can be started by is `SCHEDULERS`; `problems` says, option by option, what
+a plan asks that its launcher cannot do. Shell scripts come from templates/launch/ (every value
+quoted by jinja2's `shquote`); the Kubernetes manifest is a dict written by PyYAML, so it parses.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+from dataclasses import dataclass
+
+from migrate.model import Artifact, InputError
+from migrate.options import MAX_PROCESSES, OptionProblem, host_slots, hosts_problems
+from migrate.sources import printable, unsafe_name_reason
+from migrate.templating import render as render_template
+
+# target -> the schedulers its converted script can be launched under, and the launcher itself
+SCHEDULERS: dict[str, tuple[str, ...]] = {
+    "ddp": ("none", "slurm", "kubernetes"),
+    "fsdp": ("none", "slurm", "kubernetes"),
+    "deepspeed": ("none", "slurm"),
+    "horovod": ("none", "slurm"),
+}
+LAUNCHER = {"ddp": "torchrun", "fsdp": "torchrun", "deepspeed": "deepspeed", "horovod": "horovodrun"}
+RDZV_BACKENDS = ("c10d", "static")
+DEFAULT_PORT = 29500
+SLURM_VALUE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:,-]{0,63}$")  # a partition name, a time limit
+IMAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@-]{0,254}$")
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    """What a launcher starts and where. Defaults: one node, this machine, torchrun's `auto`."""
+
+    target: str  # ddp | fsdp | deepspeed | horovod
+    script: str  # the training script, as the user names it
+    scheduler: str = "none"  # none | slurm | kubernetes
+    nnodes: int = 1
+    nproc_per_node: str = "auto"  # a number, or torchrun's "auto" / "gpu"
+    master_addr: str | None = None  # several nodes: the first node's address (default: from MASTER_ADDR)
+    master_port: int | None = None  # None: MASTER_PORT when set, else 29500 (one node: a free port)
+    hosts: tuple[str, ...] = ()  # "host:slots": DeepSpeed's hostfile, horovodrun's -H
+    hostfile: str | None = None  # an existing hostfile (`host slots=N` lines), DeepSpeed and Horovod
+    rdzv_backend: str = "c10d"  # torchrun on several nodes: c10d (any node order) or static (NODE_RANK)
+    script_args: tuple[str, ...] = ()
+    out: str | None = None  # the launcher's path (default: beside the script, named by `default_out`)
+    partition: str | None = None  # SLURM
+    time: str | None = None  # SLURM time limit
+    gpus_per_node: int | None = None  # SLURM and Kubernetes requests; None: one per process
+    image: str | None = None  # Kubernetes: the container image holding the script
+
+
+def default_out(plan: LaunchPlan) -> str:
+    """run_<stem>_<target>.sh beside the script; several nodes, SLURM and Kubernetes get names of their own."""
+    folder, name = os.path.split(plan.script)
+    stem = os.path.splitext(name)[0]
+    if plan.scheduler == "kubernetes":
+        return os.path.join(folder, f"{stem}_{plan.target}_pytorchjob.yaml")
+    suffix = "_slurm" if plan.scheduler == "slurm" else ""
+    if plan.scheduler == "none" and plan.nnodes > 1 and LAUNCHER[plan.target] == "torchrun":
+        suffix = f"_{plan.nnodes}nodes"
+    return os.path.join(folder, f"run_{stem}_{plan.target}{suffix}.sh")
+
+
+def out_path(plan: LaunchPlan) -> str:
+    return plan.out if plan.out is not None else default_out(plan)
+
+
+# ---------------------------------------------------------------------------------------------
+# checks
+
+
+def problems(plan: LaunchPlan) -> list[OptionProblem]:
+    """Everything a plan asks that its launcher cannot do, as the command line names the options."""
+    if plan.target not in SCHEDULERS:
+        return [OptionProblem("TARGET", f"{plan.target!r}: choose {', '.join(SCHEDULERS)} (to-dp runs as plain "
+                              "`python`: it needs no launcher)")]
+    if plan.scheduler not in SCHEDULERS[plan.target]:
+        known = ("none", "slurm", "kubernetes")
+        if plan.scheduler not in known:
+            return [OptionProblem("--scheduler", f"{plan.scheduler!r}: choose none, slurm or kubernetes")]
+        return [OptionProblem("--scheduler", f"{plan.target} has no {plan.scheduler} launcher (choose "
+                              f"{' or '.join(SCHEDULERS[plan.target])}); `migrate launch --list` shows every one")]
+    found = _name_problems(plan) + _nproc_problems(plan) + _node_problems(plan) + _address_problems(plan)
+    found += _host_problems(plan) + _scheduler_problems(plan)
+    return found
+
+
+def _name_problems(plan: LaunchPlan) -> list[OptionProblem]:
+    """Names written into a shell line or a comment: no control characters (a newline starts a command)."""
+    found = []
+    for flag, value in (("SCRIPT", plan.script), ("--out", plan.out), ("--hostfile", plan.hostfile)):
+        reason = unsafe_name_reason(value) if value is not None else None
+        if reason is not None:
+            found.append(OptionProblem(flag, f"{printable(value or '')!r}: the name {reason}; rename it"))
+    return found
+
+
+def _nproc_problems(plan: LaunchPlan) -> list[OptionProblem]:
+    value = plan.nproc_per_node
+    number = value.isascii() and value.isdigit() and len(value) <= 4 and 0 < int(value) <= MAX_PROCESSES
+    if not number and value not in ("auto", "gpu"):
+        return [OptionProblem("--nproc-per-node", f"{value[:40]!r}: give a number from 1 to {MAX_PROCESSES}, "
+                              "'gpu' or 'auto'")]
+    if not number and plan.scheduler != "none":
+        return [OptionProblem("--nproc-per-node", f"{plan.scheduler} needs a number: the job requests the GPUs "
+                              "(or CPUs) its processes use. Example: --nproc-per-node 8")]
+    return []
+
+
+def _node_problems(plan: LaunchPlan) -> list[OptionProblem]:
+    if not 1 <= plan.nnodes <= MAX_PROCESSES:
+        return [OptionProblem("--nnodes", f"{plan.nnodes}: give a number from 1 to {MAX_PROCESSES}")]
+    if plan.rdzv_backend not in RDZV_BACKENDS:
+        return [OptionProblem("--rdzv-backend", f"{plan.rdzv_backend!r}: choose c10d (nodes may start in any "
+                              "order) or static (each node is given its NODE_RANK)")]
+    if plan.rdzv_backend != "c10d" and (LAUNCHER[plan.target] != "torchrun" or plan.scheduler != "none"):
+        return [OptionProblem("--rdzv-backend", "only torchrun started by hand on each node (--scheduler none) "
+                              "takes a rendezvous backend")]
+    if plan.rdzv_backend != "c10d" and plan.nnodes == 1:
+        return [OptionProblem("--rdzv-backend", "is for several nodes (--nnodes 2 or more); one node "
+                              "rendezvouses on this machine")]
+    return []
+
+
+def _address_problems(plan: LaunchPlan) -> list[OptionProblem]:
+    """--master-addr is read only by torchrun on several nodes started by hand; --master-port by
+    torchrun and the deepspeed launcher, outside Kubernetes (the operator chooses it there)."""
+    found: list[OptionProblem] = []
+    if plan.master_port is not None:
+        if not 1 <= plan.master_port <= 65535:
+            found.append(OptionProblem("--master-port", f"{plan.master_port}: give a port from 1 to 65535"))
+        elif plan.target == "horovod":
+            found.append(OptionProblem("--master-port", "horovodrun chooses its own rendezvous ports"))
+        elif plan.scheduler == "kubernetes":
+            found.append(OptionProblem("--master-port", "the training operator gives each pod the Master's port"))
+    if plan.master_addr is None:
+        return found
+    if not re.match(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,252}$", plan.master_addr):
+        reason = f"{plan.master_addr[:60]!r}: give a host name or an IP address (letters, digits, . _ - :)"
+    elif plan.scheduler != "none":
+        reason = f"under {plan.scheduler} the first node of the job is the master; it is not chosen here"
+    elif plan.hosts or plan.hostfile or LAUNCHER[plan.target] != "torchrun":
+        reason = "the first host of --hosts / --hostfile is the master" if plan.hosts or plan.hostfile else \
+            f"{LAUNCHER[plan.target]} on several nodes takes --hosts or --hostfile; the first host is the master"
+    elif plan.nnodes == 1:
+        reason = "is for several nodes (--nnodes 2 or more); one node rendezvouses on this machine"
+    else:
+        return found
+    return [*found, OptionProblem("--master-addr", reason)]
+
+
+def _host_problems(plan: LaunchPlan) -> list[OptionProblem]:
+    if not (plan.hosts or plan.hostfile):
+        if LAUNCHER[plan.target] != "torchrun" and plan.nnodes > 1 and plan.scheduler == "none":
+            return [OptionProblem("--nnodes", f"{LAUNCHER[plan.target]} reaches the other nodes through a host "
+                                  "list: give --hosts node1:8,node2:8 or --hostfile PATH instead")]
+        return []
+    flag = "--hosts" if plan.hosts else "--hostfile"
+    if plan.hosts and plan.hostfile:
+        return [OptionProblem("--hosts/--hostfile", "give one of them")]
+    if LAUNCHER[plan.target] == "torchrun":
+        return [OptionProblem(flag, "torchrun does not read a host list: give --nnodes and --master-addr, and run "
+                              "the launcher on each node")]
+    if plan.scheduler != "none":
+        return [OptionProblem(flag, f"{plan.scheduler} allocates the nodes: give --nnodes")]
+    found = hosts_problems(plan.hosts)
+    count = len(plan.hosts)
+    if plan.hostfile:
+        try:
+            count = len(read_hostfile(plan.hostfile))
+        except InputError as error:
+            return [OptionProblem("--hostfile", str(error))]
+    if plan.nnodes not in (1, count):
+        found.append(OptionProblem(f"--nnodes/{flag}", f"--nnodes {plan.nnodes} but {count} hosts: the hosts "
+                                   "are the nodes (leave --nnodes out)"))
+    if plan.nproc_per_node != "auto":
+        found.append(OptionProblem(f"--nproc-per-node/{flag}", "the host list gives each host's process count "
+                                   "(host:N, or slots=N in a hostfile)"))
+    return found
+
+
+def _scheduler_problems(plan: LaunchPlan) -> list[OptionProblem]:
+    found: list[OptionProblem] = []
+    if plan.scheduler != "slurm":
+        for flag, value in (("--partition", plan.partition), ("--time", plan.time)):
+            if value is not None:
+                found.append(OptionProblem(flag, "is a SLURM option: add --scheduler slurm"))
+    for flag, value in (("--partition", plan.partition), ("--time", plan.time)):
+        if value is not None and not SLURM_VALUE.match(value):
+            found.append(OptionProblem(flag, f"{value[:40]!r}: letters, digits and . _ : , - only"))
+    if plan.gpus_per_node is not None:
+        if plan.scheduler == "none":
+            found.append(OptionProblem("--gpus-per-node", "is what a SLURM or Kubernetes job requests: add "
+                                       "--scheduler"))
+        elif not 0 <= plan.gpus_per_node <= MAX_PROCESSES:
+            found.append(OptionProblem("--gpus-per-node", f"{plan.gpus_per_node}: from 0 (a CPU job) to {MAX_PROCESSES}"))
+    if plan.scheduler == "kubernetes":
+        if plan.image is None:
+            found.append(OptionProblem("--image", "Kubernetes runs the script from a container image: name the "
+                                       "one that holds it. Example: --image registry.example.com/team/train:1.0"))
+        elif not IMAGE.match(plan.image):
+            found.append(OptionProblem("--image", f"{plan.image[:60]!r}: not an image reference"))
+    elif plan.image is not None:
+        found.append(OptionProblem("--image", "is a Kubernetes option: add --scheduler kubernetes"))
+    return found
+
+
+def read_hostfile(path: str) -> list[tuple[str, int]]:
+    """`host slots=N` lines (the format DeepSpeed and horovodrun share), blank lines and # comments allowed."""
+    try:
+        with open(path, encoding="utf-8") as stream:
+            lines = stream.read().splitlines()
+    except (OSError, UnicodeDecodeError) as error:
+        raise InputError(path, 0, 0, f"cannot read it: {getattr(error, 'strerror', None) or error}") from None
+    hosts: list[tuple[str, int]] = []
+    for number, line in enumerate(lines, start=1):
+        text = line.split("#", 1)[0].strip()
+        if not text:
+            continue
+        match = re.match(r"^([A-Za-z0-9][A-Za-z0-9._-]*)\s+slots\s*=\s*([1-9][0-9]{0,3})$", text)
+        if match is None:
+            col = len(line) - len(line.lstrip()) + 1
+            raise InputError(path, number, col, f"{text[:60]!r}: write `HOST slots=N`")
+        hosts.append((match.group(1), int(match.group(2))))
+    if not hosts:
+        raise InputError(path, 0, 0, "names no host (lines of `HOST slots=N`)")
+    return hosts
+
+
+# ---------------------------------------------------------------------------------------------
+# rendering
+
+
+def render(plan: LaunchPlan) -> list[Artifact]:
+    """The launcher a plan describes, and the hostfile --hosts asks the deepspeed launcher for."""
+    out = out_path(plan)
+    if plan.scheduler == "kubernetes":
+        from migrate.kubernetes import pytorchjob_manifest
+
+        return [Artifact(path=out, text=pytorchjob_manifest(plan, header_lines(plan)))]
+    artifacts: list[Artifact] = []
+    values = _shell_values(plan, out)
+    if plan.target == "deepspeed" and plan.hosts and plan.scheduler == "none":
+        hostfile = os.path.join(os.path.dirname(out), "hostfile")
+        artifacts.append(Artifact(path=hostfile, text=render_template("deepspeed/hostfile.j2",
+                                                                    hosts=host_slots(plan.hosts))))
+        values.update(hostfile="hostfile", hostfile_said="hostfile")
+    template = "launch/slurm.sh.j2" if plan.scheduler == "slurm" else f"launch/{LAUNCHER[plan.target]}.sh.j2"
+    artifacts.append(Artifact(path=out, text=render_template(template, **values), executable=True))
+    return artifacts
+
+
+def _shell_values(plan: LaunchPlan, out: str) -> dict[str, object]:
+    """What the shell templates read: the script relative to the launcher, counts, the header."""
+    folder = os.path.dirname(out) or "."
+    script = os.path.relpath(plan.script, folder)
+    numeric = plan.nproc_per_node.isdigit()
+    hosts = host_slots(plan.hosts) if plan.hosts else read_hostfile(plan.hostfile) if plan.hostfile else []
+    hostfile = os.path.relpath(plan.hostfile, folder) if plan.hostfile else None
+    return {
+        "header": header_lines(plan),
+        "target": plan.target,
+        "launcher": LAUNCHER[plan.target],
+        "script": script,
+        "script_said": printable(script),
+        "hostfile_said": printable(hostfile or ""),
+        "script_args": plan.script_args,
+        "nnodes": plan.nnodes,
+        "nproc": plan.nproc_per_node,
+        "processes": processes_said(plan.nproc_per_node),
+        "master_addr": plan.master_addr,
+        "master_port": plan.master_port,
+        "rdzv_backend": plan.rdzv_backend,
+        "rdzv_id": f"{os.path.splitext(os.path.basename(plan.script))[0]}-{plan.target}",
+        "hosts": ",".join(f"{host}:{slots}" for host, slots in hosts) if plan.hosts else "",
+        "total": sum(slots for _host, slots in hosts) or (int(plan.nproc_per_node) * plan.nnodes if numeric else 0),
+        "hostfile": hostfile,
+        "first_host": hosts[0][0] if hosts else "",
+        "num_nodes": len(hosts),
+        "partition": plan.partition,
+        "time": plan.time,
+        "gpus_per_node": gpus_per_node(plan),
+        "job_name": job_name(plan),
+        "launcher_name": os.path.basename(out),
+    }
+
+
+def processes_said(nproc: str) -> str:
+    """What torchrun starts for --nproc-per-node, said as it is (for `auto`: GPUs, else CPU cores)."""
+    if nproc == "auto":
+        return "one process per GPU (torchrun's `auto`: one per CPU core on a host without GPUs)"
+    if nproc == "gpu":
+        return "one process per GPU"
+    return "1 process per node" if nproc == "1" else f"{nproc} processes per node"
+
+
+def gpus_per_node(plan: LaunchPlan) -> int:
+    """What a SLURM or Kubernetes job requests per node: one GPU per process unless told."""
+    if plan.gpus_per_node is not None:
+        return plan.gpus_per_node
+    return int(plan.nproc_per_node) if plan.nproc_per_node.isdigit() else 0
+
+
+def job_name(plan: LaunchPlan) -> str:
+    """<stem>-<target>, as a Kubernetes object name allows it (lower case, digits, -)."""
+    stem = os.path.splitext(os.path.basename(plan.script))[0]
+    name = re.sub(r"[^a-z0-9-]+", "-", f"{stem}-{plan.target}".lower()).strip("-")
+    return (name or plan.target)[:63].rstrip("-")
+
+
+# ---------------------------------------------------------------------------------------------
+# the header: how the file was made and how to re-make it
+
+
+def header_lines(plan: LaunchPlan) -> list[str]:
+    """Comment lines (without `# `) every launcher starts with."""
+    return ["Written by torch-migrate; re-make it (in this file's folder) with:",
+            f"  {remake_command(plan)}"]
+
+
+def remake_command(plan: LaunchPlan) -> str:
+    """The `migrate launch` command line that renders this file again, run in the launcher's folder."""
+    folder = os.path.dirname(out_path(plan)) or "."
+    words = ["migrate", "launch", plan.target, os.path.relpath(plan.script, folder)]
+    defaults = LaunchPlan(target=plan.target, script=plan.script)
+    for flag, name in (("--scheduler", "scheduler"), ("--nnodes", "nnodes"), ("--nproc-per-node", "nproc_per_node"),
+                       ("--master-addr", "master_addr"), ("--master-port", "master_port"),
+                       ("--rdzv-backend", "rdzv_backend"), ("--partition", "partition"), ("--time", "time"),
+                       ("--gpus-per-node", "gpus_per_node"), ("--image", "image")):
+        value = getattr(plan, name)
+        if value != getattr(defaults, name):
+            words += [flag, str(value)]
+    if plan.hosts:
+        words += ["--hosts", ",".join(plan.hosts)]
+    if plan.hostfile:
+        words += ["--hostfile", os.path.relpath(plan.hostfile, folder)]
+    if plan.out is not None:
+        words += ["--out", os.path.basename(plan.out)]
+    if plan.script_args:
+        words += ["--", *plan.script_args]
+    return " ".join(_shell_word(word) for word in words)
+
+
+def _shell_word(word: str) -> str:
+    """A shell word that stays on one comment line: bash's $'...' for a word with control characters."""
+    if word.isprintable():
+        return shlex.quote(word)
+    escaped = word.encode("unicode_escape").decode("ascii").replace("'", "\\'")
+    return f"$'{escaped}'"
+
+
+# ---------------------------------------------------------------------------------------------
+# --list
+
+
+def combinations() -> list[tuple[str, str, str]]:
+    """(target, scheduler, what the launcher is) for every combination `migrate launch` renders."""
+    said = {
+        ("torchrun", "none"): "torchrun: one node (--standalone), or several (c10d rendezvous; --nnodes)",
+        ("deepspeed", "none"): "the deepspeed launcher: one node, or a hostfile (--hosts / --hostfile)",
+        ("horovodrun", "none"): "horovodrun: one node, or -H hosts (--hosts) / a hostfile (--hostfile)",
+        ("torchrun", "slurm"): "sbatch script: srun starts one torchrun per node (c10d on the first node)",
+        ("deepspeed", "slurm"): "sbatch script: srun starts one torchrun per node; deepspeed.init_distributed reads it",
+        ("horovodrun", "slurm"): "sbatch script: horovodrun on the job's nodes (reaches them by ssh)",
+        ("torchrun", "kubernetes"): "Kubeflow PyTorchJob manifest (YAML): torchrun in each pod",
+    }
+    return [(target, scheduler, said[(LAUNCHER[target], scheduler)])
+            for target, schedulers in SCHEDULERS.items() for scheduler in schedulers]

@@ -1,0 +1,147 @@
+"""`migrate launch TARGET SCRIPT`: write the launcher for an (already converted) script, without
+touching the script. The options become a migrate.launch.LaunchPlan; what the plan cannot do is a
+usage error (exit 2) naming the option; the files are written as `--write` writes (atomically, an
+existing different file kept unless --force); `--out -` prints the launcher instead.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Annotated, Optional
+
+import typer
+
+from migrate.model import FileResult, InputError
+
+EXIT_OK, EXIT_BAD_INPUT = 0, 2
+
+# what a converted script calls, by target: a script with none of them is probably not converted yet
+SIGNS = {
+    "ddp": ("init_process_group", "DistributedDataParallel"),
+    "fsdp": ("fully_shard", "FullyShardedDataParallel"),
+    "deepspeed": ("deepspeed.initialize",),
+    "horovod": ("DistributedOptimizer",),
+}
+
+Target = Annotated[Optional[str], typer.Argument(metavar="TARGET", hidden=True, show_default=False)]
+Script = Annotated[Optional[str], typer.Argument(metavar="SCRIPT", hidden=True, show_default=False)]
+ScriptArgs = Annotated[Optional[list[str]], typer.Argument(metavar="[-- SCRIPT_ARGS...]", hidden=True, show_default=False)]
+Nnodes = Annotated[int, typer.Option("--nnodes", metavar="N", help="Nodes (machines) the job runs on.")]
+Nproc = Annotated[str, typer.Option("--nproc-per-node", metavar="N", help="Processes per node: a number, 'gpu' (one per GPU) or 'auto' (one per GPU; on a host without GPUs, one per CPU core). SLURM and Kubernetes need a number.")]
+Scheduler = Annotated[str, typer.Option("--scheduler", metavar="none|slurm|kubernetes", help="none: a shell script you run on each node; slurm: an sbatch script; kubernetes: a Kubeflow PyTorchJob manifest (ddp, fsdp).")]
+MasterAddr = Annotated[Optional[str], typer.Option("--master-addr", metavar="HOST", help="Several nodes started by hand: the first node's address, the launcher's default for MASTER_ADDR.")]
+MasterPort = Annotated[Optional[int], typer.Option("--master-port", metavar="PORT", help="The rendezvous port, the launcher's default for MASTER_PORT (default 29500; one torchrun node: a free port unless MASTER_PORT is set).")]
+Hosts = Annotated[Optional[str], typer.Option("--hosts", metavar="HOST:N,...", help="deepspeed, horovod: the hosts and their process counts (deepspeed: a hostfile is written beside the launcher). Example: --hosts node1:8,node2:8")]
+Hostfile = Annotated[Optional[str], typer.Option("--hostfile", metavar="PATH", help="deepspeed, horovod: an existing hostfile of `HOST slots=N` lines.")]
+RdzvBackend = Annotated[str, typer.Option("--rdzv-backend", metavar="c10d|static", help="torchrun on several nodes: c10d (nodes join in any order, ranks given as they join) or static (each node sets NODE_RANK).")]
+Partition = Annotated[Optional[str], typer.Option("--partition", metavar="NAME", help="SLURM: the partition to submit to (default: the cluster's).")]
+TimeLimit = Annotated[Optional[str], typer.Option("--time", metavar="LIMIT", help="SLURM: the job's time limit, as sbatch --time takes it. Example: --time 12:00:00")]
+GpusPerNode = Annotated[Optional[int], typer.Option("--gpus-per-node", metavar="N", help="SLURM, Kubernetes: GPUs the job requests per node (default: one per process; 0: a CPU job).")]
+Image = Annotated[Optional[str], typer.Option("--image", metavar="IMAGE", help="Kubernetes: the container image that holds the script.")]
+Out = Annotated[Optional[str], typer.Option("--out", metavar="PATH", help="Where to write the launcher (default: beside the script, run_<script>_<target>[_<N>nodes|_slurm].sh or <script>_<target>_pytorchjob.yaml); '-' prints it.")]
+Force = Annotated[bool, typer.Option("--force", help="Replace an existing launcher that differs (default: keep it and stop).")]
+ListAll = Annotated[bool, typer.Option("--list", help="List every target and scheduler combination, and exit.")]
+
+
+def launch(target: Target = None, script: Script = None, script_args: ScriptArgs = None, nnodes: Nnodes = 1,
+           nproc_per_node: Nproc = "auto", scheduler: Scheduler = "none", master_addr: MasterAddr = None,
+           master_port: MasterPort = None, hosts: Hosts = None, hostfile: Hostfile = None,
+           rdzv_backend: RdzvBackend = "c10d", partition: Partition = None, time: TimeLimit = None,
+           gpus_per_node: GpusPerNode = None, image: Image = None, out: Out = None, force: Force = False,
+           list_all: ListAll = False) -> None:
+    """Write the launcher for a converted script: one node, several, SLURM or Kubernetes.
+    TARGET: ddp, fsdp, deepspeed or horovod; SCRIPT: the converted script (it is only read);
+    SCRIPT_ARGS (after `--`): arguments the launcher always passes it.
+
+    The launcher starts with a comment saying how it was made and the `migrate launch` command that
+    re-makes it. `migrate to-<target> --write` writes the one-node launcher the same way.
+
+    \b
+    Example:
+      migrate launch ddp train.py --nnodes 2 --nproc-per-node 8 --master-addr 10.0.0.1
+      migrate launch ddp train.py --scheduler slurm --nnodes 4 --nproc-per-node 8 --time 12:00:00
+      migrate launch fsdp train.py --scheduler kubernetes --nnodes 2 --nproc-per-node 8 --image repo/train:1
+      migrate launch --list
+    """
+    from migrate.launch import LaunchPlan, problems
+
+    if list_all:
+        _print_list()
+        raise typer.Exit(EXIT_OK)
+    if target is None or script is None:
+        raise typer.BadParameter("give TARGET and SCRIPT, e.g. `migrate launch ddp train.py` (or --list)",
+                                 param_hint="TARGET SCRIPT")
+    plan = LaunchPlan(
+        target=target, script=script, scheduler=scheduler, nnodes=nnodes, nproc_per_node=nproc_per_node,
+        master_addr=master_addr, master_port=master_port,
+        hosts=tuple(h.strip() for h in hosts.split(",") if h.strip()) if hosts else (), hostfile=hostfile,
+        rdzv_backend=rdzv_backend, script_args=tuple(script_args or ()), out=None if out == "-" else out,
+        partition=partition, time=time, gpus_per_node=gpus_per_node, image=image)
+    found = problems(plan)
+    if found:
+        raise typer.BadParameter(found[0].message, param_hint=found[0].flag)
+    raise typer.Exit(_write_or_print(plan, to_stdout=out == "-", force=force))
+
+
+def _write_or_print(plan, to_stdout: bool, force: bool) -> int:  # type: ignore[no-untyped-def]
+    from migrate import writing
+    from migrate.launch import render
+    from migrate.sources import printable
+
+    if not os.path.isfile(plan.script):
+        what = "is a folder" if os.path.isdir(plan.script) else "no such file"
+        _error(f"{printable(plan.script)}: {what} (the launcher starts it: give the converted script)")
+        return EXIT_BAD_INPUT
+    _warn_if_not_converted(plan.script, plan.target)
+    artifacts = render(plan)
+    if to_stdout:
+        if len(artifacts) > 1:
+            _error("--out - prints one file, and --hosts also writes a hostfile: give --out PATH")
+            return EXIT_BAD_INPUT
+        sys.stdout.write(artifacts[0].text)
+        return EXIT_OK
+    result = FileResult(path=plan.script, old="", new="", artifacts=tuple(artifacts))
+    outputs = writing.plan([result], replace_generated=force)
+    if outputs.problems:
+        for problem in outputs.problems:
+            _error(str(problem))
+        _error("nothing was written")
+        return EXIT_BAD_INPUT
+    try:
+        writing.write(outputs.batches[0])
+    except (InputError, OSError) as error:
+        _error(str(error) if isinstance(error, InputError) else f"cannot write {error.filename}: {error.strerror}")
+        return EXIT_BAD_INPUT
+    for artifact in artifacts:
+        sys.stdout.write(f"wrote {printable(artifact.path)}\n")
+    return EXIT_OK
+
+
+def _warn_if_not_converted(script: str, target: str) -> None:
+    """A note (the launcher is still written) when the script calls none of what the target adds."""
+    from migrate.sources import printable
+
+    try:
+        with open(script, encoding="utf-8", errors="replace") as stream:
+            text = stream.read()
+    except OSError:
+        return
+    signs = SIGNS[target]
+    if not any(sign in text for sign in signs):
+        named = " or ".join(f"`{sign}`" for sign in signs)
+        _error(f"{printable(script)}: note: no {named} in it: it does not look converted to {target}; "
+               f"`migrate to-{target} --write {printable(script)}` converts it")
+
+
+def _print_list() -> None:
+    from migrate.launch import combinations
+
+    rows = combinations()
+    width = max(len(f"{t} --scheduler {s}") for t, s, _ in rows)
+    for target, scheduler, said in rows:
+        sys.stdout.write(f"{f'{target} --scheduler {scheduler}':<{width}}  {said}\n")
+
+
+def _error(message: str) -> None:
+    sys.stderr.write(f"migrate: {message}\n")

@@ -1,0 +1,111 @@
+"""Launchers from `migrate launch`, run for real: torchrun on two nodes (this machine started twice),
+and a SLURM job submitted with `sbatch --wait` to a one-node cluster started for the test. Each
+trains a converted sample to the weights of the one-process original."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.equivalence.harness import (BIN, EXIT_ABORT, LAUNCH_TRIES, assert_same_weights, convert, environment,
+                                       flatten, run_python)
+from migrate import Options
+from tests.slurm_cluster import one_node_cluster
+
+pytestmark = pytest.mark.slow
+
+PER_PROCESS_BATCH = 8
+ARGS = ["--epochs", "2", "--no-shuffle"]
+SHARED_MEMORY = Path("/dev/shm")
+
+
+def migrate_launch(*args: str, cwd: Path) -> None:
+    done = subprocess.run([str(BIN / "migrate"), "launch", *args], cwd=cwd, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+def reference(folder: Path, original: Path, processes: int) -> dict[str, torch.Tensor]:
+    args = [*ARGS, "--batch-size", str(processes * PER_PROCESS_BATCH)]
+    return run_python(original, args, folder / "original.pt").weights
+
+
+def saved(path: Path) -> dict[str, torch.Tensor]:
+    return flatten(torch.load(path, map_location="cpu", weights_only=True))
+
+
+@pytest.mark.parametrize("rendezvous", ["c10d", "static"])
+def test_two_nodes_train_like_one_process(rendezvous: str, tmp_path: Path) -> None:
+    """The multi-node launcher started twice on 127.0.0.1 (node ranks 0 and 1, one process each)."""
+    original, converted = convert("mlp_regression", "ddp", tmp_path)
+    migrate_launch("ddp", converted.name, "--nnodes", "2", "--nproc-per-node", "1", "--rdzv-backend", rendezvous,
+                   "--master-addr", "127.0.0.1", cwd=tmp_path)
+    launcher = tmp_path / "run_converted_ddp_2nodes.sh"
+    save = tmp_path / "two_nodes.pt"
+    env = environment()
+    env["PATH"] = f"{BIN}{os.pathsep}{env['PATH']}"
+    command = ["bash", str(launcher), *ARGS, "--batch-size", str(PER_PROCESS_BATCH), "--save", str(save)]
+    for _ in range(LAUNCH_TRIES):
+        nodes = [subprocess.Popen(command, cwd=tmp_path, env={**env, "NODE_RANK": str(rank)},
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for rank in (0, 1)]
+        outputs = [node.communicate(timeout=300) for node in nodes]
+        if all(node.returncode == 0 for node in nodes) or EXIT_ABORT not in repr(outputs):
+            break
+    assert [node.returncode for node in nodes] == [0, 0], outputs
+    assert_same_weights(saved(save), reference(tmp_path, original, 2))
+
+
+# the conversion each SLURM launcher runs; Horovod without its lr scaling, to compare with one process
+SLURM_TARGETS = {"ddp": Options(), "deepspeed": Options(), "horovod": Options(scale_lr=False)}
+
+
+@pytest.mark.parametrize("target", SLURM_TARGETS)
+def test_a_slurm_job_trains_like_one_process(target: str, tmp_path: Path) -> None:
+    """`migrate launch TARGET --scheduler slurm` (a CPU job: 2 processes, no GPU requested) submitted
+    with `sbatch --wait` from the script's folder: srun starts torchrun (ddp, deepspeed) or the job
+    runs horovodrun, the job ends, and the weights are the one-process original's."""
+    project = tmp_path / "project"
+    project.mkdir()
+    original, converted = convert("mlp_regression", target, project, SLURM_TARGETS[target])
+    migrate_launch(target, converted.name, "--scheduler", "slurm", "--nproc-per-node", "2", "--gpus-per-node", "0",
+                   cwd=project)
+    launcher = project / f"run_converted_{target}_slurm.sh"
+    save = project / "slurm.pt"
+    log = project / "job.out"
+    buffers = set(SHARED_MEMORY.glob("deepspeed_allreduce_buffer_*"))
+    try:
+        with one_node_cluster(tmp_path / "cluster") as env:
+            job_env = {**environment(), "SLURM_CONF": env["SLURM_CONF"], "PYTHON": sys.executable,
+                       "DS_ACCELERATOR": "cpu", "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+            for _ in range(LAUNCH_TRIES):
+                job = subprocess.run(["sbatch", "--wait", "--output", str(log), str(launcher), *ARGS,
+                                      "--batch-size", str(PER_PROCESS_BATCH), "--save", str(save)],
+                                     cwd=project, env=job_env, capture_output=True, text=True, timeout=300)
+                if job.returncode == 0 or EXIT_ABORT not in log.read_text():
+                    break
+    finally:  # DeepSpeed's CPU all-reduce leaves shared-memory buffers behind
+        for buffer in set(SHARED_MEMORY.glob("deepspeed_allreduce_buffer_*")) - buffers:
+            buffer.unlink(missing_ok=True)
+    assert job.returncode == 0, job.stdout + job.stderr + log.read_text()[-4000:]
+    assert_same_weights(saved(save), reference(project, original, 2))
+
+
+def test_a_slurm_job_submitted_from_elsewhere_says_where_to_submit(tmp_path: Path) -> None:
+    """Submitted from another folder the job cannot find the script: it fails at once and says why."""
+    project = tmp_path / "project"
+    project.mkdir()
+    convert("mlp_regression", "ddp", project)
+    migrate_launch("ddp", "converted.py", "--scheduler", "slurm", "--nproc-per-node", "1", "--gpus-per-node", "0",
+                   cwd=project)
+    with one_node_cluster(tmp_path / "cluster") as env:
+        job = subprocess.run(["sbatch", "--wait", "--output", str(tmp_path / "job.out"),
+                              str(project / "run_converted_ddp_slurm.sh")],
+                             cwd=tmp_path, env={**env, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"},
+                             capture_output=True, text=True, timeout=120)
+    assert job.returncode != 0
+    said = (tmp_path / "job.out").read_text()
+    assert f"converted.py is not in {tmp_path}: submit the job from the folder that holds it" in said, said

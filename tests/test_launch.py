@@ -1,0 +1,315 @@
+"""`migrate launch`: every target x scheduler renders a launcher that passes shellcheck (or a manifest
+that parses), runs the launcher with the arguments exactly as given (the real launchers are replaced
+by stand-ins that record their argv), re-makes itself from its own header, and refuses what it
+cannot do with the option's name. `to-<target>` writes the same one-node launcher."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from migrate.launch import SCHEDULERS
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLE = ROOT / "samples" / "mlp_regression" / "train.py"
+SHELLCHECK = Path(sys.executable).parent / "shellcheck"
+HOSTILE_ARGS = ["--note", "it's \"$HOME\" `id` $(id)", "a b", "--tab\tand\nnewline"]
+
+# the options each combination is rendered with: one node, several
+SEVERAL = {"none": ["--nnodes", "2", "--nproc-per-node", "4", "--master-addr", "10.0.0.1"],
+           "slurm": ["--nnodes", "2", "--nproc-per-node", "4"],
+           "kubernetes": ["--nnodes", "3", "--nproc-per-node", "8", "--image", "registry.example/train:1"]}
+ONE = {"none": [], "slurm": ["--nproc-per-node", "2", "--gpus-per-node", "0"],
+       "kubernetes": ["--nproc-per-node", "2", "--image", "registry.example/train:1"]}
+HOSTS = {"deepspeed": ["--hosts", "node1:4,node-2:4"], "horovod": ["--hosts", "node1:4,node-2:4"]}
+
+COMBINATIONS = [(t, s) for t, schedulers in SCHEDULERS.items() for s in schedulers]
+
+
+def migrate(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "migrate", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=60)
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    shutil.copy(SAMPLE, tmp_path / "train.py")
+    return tmp_path
+
+
+def several_options(target: str, scheduler: str) -> list[str]:
+    if scheduler == "none" and target in HOSTS:
+        return HOSTS[target]
+    return SEVERAL[scheduler]
+
+
+def written(result: subprocess.CompletedProcess[str], folder: Path) -> list[Path]:
+    assert result.returncode == 0, result.stderr
+    return [folder / line.removeprefix("wrote ") for line in result.stdout.splitlines()]
+
+
+@pytest.mark.parametrize("several", [False, True])
+@pytest.mark.parametrize(("target", "scheduler"), COMBINATIONS)
+def test_every_combination_renders_a_checked_launcher(target: str, scheduler: str, several: bool,
+                                                      project: Path) -> None:
+    options = several_options(target, scheduler) if several else ONE[scheduler]
+    launcher = written(migrate("launch", target, "train.py", "--scheduler", scheduler, *options, cwd=project),
+                       project)[-1]
+    text = launcher.read_text()
+    if scheduler == "kubernetes":
+        manifest = yaml.safe_load(text)
+        assert (manifest["apiVersion"], manifest["kind"]) == ("kubeflow.org/v1", "PyTorchJob")
+        return
+    assert text.startswith("#!/usr/bin/env bash\n") and "\nset -euo pipefail\n" in text
+    assert os.access(launcher, os.X_OK)
+    check = subprocess.run([str(SHELLCHECK), "--severity=style", str(launcher)], capture_output=True, text=True)
+    assert check.returncode == 0, check.stdout
+
+
+def test_list_names_every_combination(project: Path) -> None:
+    result = migrate("launch", "--list", cwd=project)
+    assert result.returncode == 0, result.stderr
+    listed = [tuple(line.split()[0:3:2]) for line in result.stdout.splitlines()]
+    assert listed == COMBINATIONS
+
+
+# ---------------------------------------------------------------------------------------------
+# run with stand-ins: what each launcher passes to torchrun / deepspeed / horovodrun / srun
+
+
+STAND_IN = """#!/usr/bin/env bash
+printf '%s\\0' "$(basename "$0")" "$@" >> "$ARGV_LOG"
+"""
+SCONTROL = """#!/usr/bin/env bash
+printf 'node1\\nnode2\\n'
+"""
+
+
+def run_with_stand_ins(launcher: Path, args: list[str], env: dict[str, str], tmp: Path) -> list[list[str]]:
+    """Run the launcher with torchrun, deepspeed, horovodrun, srun and scontrol replaced; the argv of
+    each stand-in called, in order."""
+    bin_dir = tmp / "stand-ins"
+    bin_dir.mkdir(exist_ok=True)
+    for name in ("torchrun", "deepspeed", "horovodrun", "srun"):
+        (bin_dir / name).write_text(STAND_IN)
+    (bin_dir / "scontrol").write_text(SCONTROL)
+    for tool in bin_dir.iterdir():
+        tool.chmod(0o755)
+    log = tmp / "argv.log"
+    log.write_bytes(b"")
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("MASTER_", "SLURM_", "NPROC", "NUM_"))}
+    done = subprocess.run(["bash", str(launcher), *args], cwd=launcher.parent,
+                          env={**clean, **env, "ARGV_LOG": str(log), "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"},
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    words = log.read_bytes().decode().split("\0")[:-1]
+    calls, current = [], []
+    for word in words:
+        if word in ("torchrun", "deepspeed", "horovodrun", "srun") and current:
+            calls.append(current)
+            current = []
+        current.append(word)
+    return calls + [current]
+
+
+@pytest.mark.parametrize(("target", "scheduler"), [c for c in COMBINATIONS if c[1] != "kubernetes"])
+def test_arguments_reach_the_script_as_given(target: str, scheduler: str, tmp_path: Path) -> None:
+    """A script in a folder with quotes, `$` and backticks, arguments fixed at `migrate launch` time
+    and more given to the launcher: the script's argv is exactly those words, nothing else ran."""
+    folder = tmp_path / "it's a \"$HOME\" `id` folder"
+    folder.mkdir()
+    shutil.copy(SAMPLE, folder / "train $USER.py")
+    options = ONE[scheduler]
+    launcher = written(migrate("launch", target, "train $USER.py", "--scheduler", scheduler, *options, "--",
+                               *HOSTILE_ARGS[:2], cwd=folder), folder)[-1]
+    env = {"SLURM_JOB_NODELIST": "node[1-2]", "SLURM_JOB_NUM_NODES": "2", "SLURM_JOB_ID": "7"}
+    calls = run_with_stand_ins(launcher, HOSTILE_ARGS[2:], env, tmp_path)
+    argv = calls[-1]
+    script_at = next(i for i, word in enumerate(argv) if word.endswith("train $USER.py"))
+    assert Path(folder, argv[script_at]).resolve() == (folder / "train $USER.py").resolve() or \
+        Path(argv[script_at]).resolve() == (folder / "train $USER.py").resolve()
+    assert argv[script_at + 1:] == HOSTILE_ARGS
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([folder.name, "stand-ins", "argv.log"])
+
+
+def one_node_torchrun_argv(project: Path, tmp_path: Path, *options: str) -> list[str]:
+    launcher = written(migrate("launch", "ddp", "train.py", *options, cwd=project), project)[-1]
+    [argv] = run_with_stand_ins(launcher, [], {}, tmp_path)
+    return argv
+
+
+def test_the_one_node_launcher_takes_a_free_port_unless_master_port_is_set(project: Path, tmp_path: Path) -> None:
+    argv = one_node_torchrun_argv(project, tmp_path, "--nproc-per-node", "2")
+    assert argv[:4] == ["torchrun", "--standalone", "--nnodes=1", "--nproc-per-node=2"]
+    launcher = project / "run_train_ddp.sh"
+    [argv] = run_with_stand_ins(launcher, [], {"MASTER_PORT": "29611"}, tmp_path)
+    assert argv[1:3] == ["--rdzv-backend=c10d", "--rdzv-endpoint=127.0.0.1:29611"]
+
+
+def test_the_kubernetes_command_is_the_one_node_torchrun_command(project: Path, tmp_path: Path) -> None:
+    """Master and Workers run torchrun as the one-node launcher does, without its rendezvous flags:
+    the operator gives each pod PET_NNODES, PET_NODE_RANK and the Master's address."""
+    common = ["--nproc-per-node", "4", "--", "--epochs", "3"]
+    argv = one_node_torchrun_argv(project, tmp_path, *common)
+    [path] = written(migrate("launch", "ddp", "train.py", "--scheduler", "kubernetes", "--nnodes", "3",
+                             "--image", "registry.example/train:1", *common, cwd=project), project)
+    manifest = yaml.safe_load(path.read_text())
+    assert manifest["metadata"]["name"] == "train-ddp"
+    assert manifest["spec"]["nprocPerNode"] == "4"
+    replicas = manifest["spec"]["pytorchReplicaSpecs"]
+    assert {name: spec["replicas"] for name, spec in replicas.items()} == {"Master": 1, "Worker": 2}
+    one_node = [word for word in argv if word not in ("--standalone", "--nnodes=1")]
+    one_node = [os.path.basename(word) if word.endswith("train.py") else word for word in one_node]
+    for spec in replicas.values():
+        [container] = spec["template"]["spec"]["containers"]
+        assert container["name"] == "pytorch" and container["image"] == "registry.example/train:1"
+        assert container["command"] == one_node
+        assert container["resources"] == {"limits": {"nvidia.com/gpu": 4}}
+
+
+def test_the_manifest_keeps_every_argument_as_given(project: Path) -> None:
+    [path] = written(migrate("launch", "fsdp", "train.py", "--scheduler", "kubernetes", "--nproc-per-node", "2",
+                             "--image", "r/t:1", "--", *HOSTILE_ARGS, cwd=project), project)
+    manifest = yaml.safe_load(path.read_text())
+    [container] = manifest["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"]
+    assert container["command"] == ["torchrun", "--nproc-per-node=2", "train.py", *HOSTILE_ARGS]
+    assert "Worker" not in manifest["spec"]["pytorchReplicaSpecs"]
+
+
+# ---------------------------------------------------------------------------------------------
+# made and re-made the same way
+
+
+def remake_line(text: str) -> str:
+    lines = text.splitlines()
+    at = next(i for i, line in enumerate(lines) if "re-make it (in this file's folder) with:" in line)
+    return lines[at + 1].removeprefix("#").strip()
+
+
+@pytest.mark.parametrize(("command", "launcher"), [
+    (["to-ddp", "--write", "--nproc-per-node", "4"], "run_train_ddp.sh"),
+    (["to-fsdp", "--write"], "run_train_fsdp.sh"),
+    (["to-deepspeed", "--write", "--hosts", "node1:8,node2:8"], "run_train_deepspeed.sh"),
+    (["to-horovod", "--write", "--nproc-per-node", "2"], "run_train_horovod.sh"),
+    (["launch", "ddp", "--scheduler", "slurm", "--nproc-per-node", "8", "--time", "1:00:00", "--", "--lr", "a b"],
+     "run_train_ddp_slurm.sh"),
+    (["launch", "fsdp", "--scheduler", "kubernetes", "--nnodes", "2", "--nproc-per-node", "8", "--image", "r/t:1"],
+     "train_fsdp_pytorchjob.yaml"),
+])
+def test_a_launcher_re_makes_itself_from_its_header(command: list[str], launcher: str, project: Path) -> None:
+    """The command in the header, run in the launcher's folder, writes the same bytes (and --force is
+    not needed: an identical file is left as it is)."""
+    at = command.index("--") if "--" in command else len(command)
+    result = migrate(*command[:at], "train.py", *command[at:], cwd=project)
+    assert result.returncode == 0, result.stderr
+    made = (project / launcher).read_text()
+    line = remake_line(made)
+    assert line.startswith("migrate launch ")
+    (project / launcher).unlink()
+    again = migrate(*shlex.split(line)[1:], cwd=project)
+    assert again.returncode == 0, again.stderr
+    assert (project / launcher).read_text() == made
+
+
+# ---------------------------------------------------------------------------------------------
+# what it refuses, and how
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    (["dp", "train.py"], "'dp': choose ddp, fsdp, deepspeed, horovod"),
+    (["deepspeed", "train.py", "--scheduler", "kubernetes"], "deepspeed has no kubernetes launcher"),
+    (["ddp", "train.py", "--scheduler", "pbs"], "'pbs': choose none, slurm or kubernetes"),
+    (["ddp", "train.py", "--scheduler", "slurm"], "slurm needs a number"),
+    (["ddp", "train.py", "--nproc-per-node", "lots"], "'lots': give a number from 1 to 4096"),
+    (["ddp", "train.py", "--nnodes", "0"], "0: give a number from 1 to 4096"),
+    (["ddp", "train.py", "--hosts", "a:2,b:2"], "torchrun does not read a host list"),
+    (["deepspeed", "train.py", "--nnodes", "2"], "deepspeed reaches the other nodes through a host list"),
+    (["horovod", "train.py", "--nnodes", "2", "--nproc-per-node", "4"], "horovodrun reaches the other nodes"),
+    (["horovod", "train.py", "--master-port", "2000"], "horovodrun chooses its own rendezvous ports"),
+    (["ddp", "train.py", "--scheduler", "kubernetes", "--nproc-per-node", "2", "--image", "i", "--master-port", "2000"],
+     "the training operator gives each pod"),
+    (["ddp", "train.py", "--master-addr", "10.0.0.1"], "is for several nodes (--nnodes 2 or more)"),
+    (["deepspeed", "train.py", "--master-addr", "10.0.0.1"], "deepspeed on several nodes takes --hosts"),
+    (["ddp", "train.py", "--rdzv-backend", "static"], "is for several nodes"),
+    (["horovod", "train.py", "--hosts", "a:2", "--nnodes", "3"], "--nnodes 3 but 1 hosts"),
+    (["ddp", "train.py", "--rdzv-backend", "etcd"], "'etcd': choose c10d"),
+    (["deepspeed", "train.py", "--rdzv-backend", "static", "--nnodes", "2"], "only torchrun started by hand"),
+    (["ddp", "train.py", "--master-port", "70000"], "70000: give a port from 1 to 65535"),
+    (["ddp", "train.py", "--nnodes", "2", "--master-addr", "a;b"], "'a;b': give a host name or an IP address"),
+    (["ddp", "train.py", "--scheduler", "slurm", "--nproc-per-node", "2", "--master-addr", "x"],
+     "under slurm the first node of the job is the master"),
+    (["ddp", "train.py", "--partition", "gpu"], "is a SLURM option: add --scheduler slurm"),
+    (["ddp", "train.py", "--scheduler", "slurm", "--nproc-per-node", "2", "--time", "1 day"], "'1 day': letters"),
+    (["ddp", "train.py", "--scheduler", "kubernetes", "--nproc-per-node", "2"], "name the one that holds it"),
+    (["ddp", "train.py", "--gpus-per-node", "2"], "add --scheduler"),
+    (["ddp"], "give TARGET and SCRIPT"),
+])
+def test_what_cannot_be_launched_is_refused_by_option(args: list[str], said: str, project: Path) -> None:
+    result = migrate("launch", *args, cwd=project)
+    assert result.returncode == 2
+    assert said in " ".join(result.stderr.split()), result.stderr
+    assert sorted(p.name for p in project.iterdir()) == ["train.py"]
+
+
+def test_a_missing_script_is_an_error(project: Path) -> None:
+    result = migrate("launch", "ddp", "trian.py", cwd=project)
+    assert result.returncode == 2
+    assert "migrate: trian.py: no such file (the launcher starts it: give the converted script)" in result.stderr
+    (project / "folder").mkdir()
+    assert "migrate: folder: is a folder" in migrate("launch", "ddp", "folder", cwd=project).stderr
+
+
+def test_a_bad_hostfile_line_is_named(project: Path) -> None:
+    (project / "hosts").write_text("# the cluster\nnode1 slots=4\n  node2 gpus=4\n")
+    result = migrate("launch", "horovod", "train.py", "--hostfile", "hosts", cwd=project)
+    assert result.returncode == 2
+    assert "hosts:3:3: 'node2 gpus=4': write `HOST slots=N`" in result.stderr
+
+
+def test_a_hostfile_gives_hosts_and_process_count(project: Path) -> None:
+    (project / "hosts").write_text("node1 slots=4  # first\n\nnode2 slots=2\n")
+    [launcher] = written(migrate("launch", "horovod", "train.py", "--hostfile", "hosts", cwd=project), project)
+    assert 'exec horovodrun -np 6 --hostfile "$here"/hosts' in launcher.read_text()
+    [launcher] = written(migrate("launch", "deepspeed", "train.py", "--hostfile", "hosts", cwd=project), project)
+    assert '--num_nodes 2 \\\n    --master_addr "${MASTER_ADDR:-node1}"' in launcher.read_text()
+
+
+def test_an_existing_different_launcher_is_kept_unless_forced(project: Path) -> None:
+    mine = project / "run_train_ddp.sh"
+    mine.write_text("#!/bin/sh\necho my own\n")
+    kept = migrate("launch", "ddp", "train.py", cwd=project)
+    assert kept.returncode == 2 and "run_train_ddp.sh: exists and differs" in kept.stderr
+    assert "nothing was written" in kept.stderr and mine.read_text() == "#!/bin/sh\necho my own\n"
+    forced = migrate("launch", "ddp", "train.py", "--force", cwd=project)
+    assert forced.returncode == 0, forced.stderr
+    assert "exec torchrun" in mine.read_text()
+
+
+def test_out_dash_prints_and_writes_nothing(project: Path) -> None:
+    result = migrate("launch", "ddp", "train.py", "--nnodes", "2", "--out", "-", cwd=project)
+    assert result.returncode == 0 and result.stdout.startswith("#!/usr/bin/env bash\n")
+    assert sorted(p.name for p in project.iterdir()) == ["train.py"]
+
+
+def test_out_elsewhere_reaches_the_script_from_there(project: Path, tmp_path: Path) -> None:
+    (project / "launchers").mkdir()
+    [launcher] = written(migrate("launch", "ddp", "train.py", "--out", "launchers/run.sh", cwd=project), project)
+    assert '"$here"/../train.py "$@"' in launcher.read_text()
+    assert "#   migrate launch ddp ../train.py --out run.sh" in launcher.read_text()
+
+
+def test_a_script_not_yet_converted_gets_a_note(project: Path) -> None:
+    result = migrate("launch", "ddp", "train.py", cwd=project)
+    assert result.returncode == 0
+    assert ("train.py: note: no `init_process_group` or `DistributedDataParallel` in it: it does not look "
+            "converted to ddp; `migrate to-ddp --write train.py` converts it") in result.stderr
+    migrate("to-ddp", "--write", "train.py", cwd=project)
+    (project / "run_train_ddp.sh").unlink()
+    assert "note" not in migrate("launch", "ddp", "train.py", cwd=project).stderr
