@@ -153,6 +153,16 @@ def test_the_one_node_launcher_takes_a_free_port_unless_master_port_is_set(proje
     assert argv[1:3] == ["--rdzv-backend=c10d", "--rdzv-endpoint=127.0.0.1:29611"]
 
 
+def test_the_deepspeed_hostfile_launcher_runs_without_ssh_when_given_a_node_rank(project: Path,
+                                                                                 tmp_path: Path) -> None:
+    [_hostfile, launcher] = written(migrate("launch", "deepspeed", "train.py", "--hosts", "node1:4,node2:4",
+                                            cwd=project), project)
+    [by_ssh] = run_with_stand_ins(launcher, [], {}, tmp_path)
+    assert "--no_ssh" not in by_ssh and by_ssh[1:3] == ["--hostfile", str(project / "hostfile")]
+    [each_node] = run_with_stand_ins(launcher, [], {"NODE_RANK": "1"}, tmp_path)
+    assert each_node[1:4] == ["--no_ssh", "--node_rank", "1"]
+
+
 def test_the_kubernetes_command_is_the_one_node_torchrun_command(project: Path, tmp_path: Path) -> None:
     """Master and Workers run torchrun as the one-node launcher does, without its rendezvous flags:
     the operator gives each pod PET_NNODES, PET_NODE_RANK and the Master's address."""

@@ -94,6 +94,39 @@ def test_a_slurm_job_trains_like_one_process(target: str, tmp_path: Path) -> Non
     assert_same_weights(saved(save), reference(project, original, 2))
 
 
+HOST_LISTS = {
+    "deepspeed-hosts": ("deepspeed", ["--hosts", "localhost:2"]),
+    "horovod-hosts": ("horovod", ["--hosts", "localhost:2"]),
+    "horovod-hostfile": ("horovod", ["--hostfile", "hosts"]),
+}
+
+
+@pytest.mark.parametrize("case", HOST_LISTS)
+def test_a_host_list_launcher_trains_on_one_node(case: str, tmp_path: Path) -> None:
+    """The DeepSpeed hostfile launcher (NODE_RANK=0: this node starts its own processes, no ssh) and
+    horovodrun's -H and --hostfile launchers, for one host with 2 slots: the original's weights."""
+    target, options = HOST_LISTS[case]
+    original, converted = convert("mlp_regression", target, tmp_path, SLURM_TARGETS[target])
+    (tmp_path / "hosts").write_text("localhost slots=2\n")
+    migrate_launch(target, converted.name, *options, "--force", cwd=tmp_path)
+    save = tmp_path / "hosts.pt"
+    env = {**environment(), "NODE_RANK": "0", "DS_ACCELERATOR": "cpu", "PYTHON": sys.executable,
+           "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+    buffers = set(SHARED_MEMORY.glob("deepspeed_allreduce_buffer_*"))
+    try:
+        for _ in range(LAUNCH_TRIES):
+            done = subprocess.run(["bash", str(tmp_path / f"run_converted_{target}.sh"), *ARGS, "--batch-size",
+                                   str(PER_PROCESS_BATCH), "--save", str(save)], cwd=tmp_path, env=env,
+                                  capture_output=True, text=True, timeout=300)
+            if done.returncode == 0 or EXIT_ABORT not in done.stdout + done.stderr:
+                break
+    finally:
+        for buffer in set(SHARED_MEMORY.glob("deepspeed_allreduce_buffer_*")) - buffers:
+            buffer.unlink(missing_ok=True)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    assert_same_weights(saved(save), reference(tmp_path, original, 2))
+
+
 def test_a_slurm_job_submitted_from_elsewhere_says_where_to_submit(tmp_path: Path) -> None:
     """Submitted from another folder the job cannot find the script: it fails at once and says why."""
     project = tmp_path / "project"
