@@ -20,20 +20,17 @@ CONTAINER = "pytorch"  # the operator finds the training container by this name
 
 
 def torchrun_command(plan: LaunchPlan) -> list[str]:
-    """torchrun, the processes per node, the script (relative to the container's working folder), its arguments."""
-    return ["torchrun", f"--nproc-per-node={plan.nproc_per_node}", _script_in_image(plan), *plan.script_args]
+    """torchrun, the processes per node, the script as `migrate launch` was given it (its path in the
+    image, from the container's working folder), its arguments."""
+    from migrate.launch import script_as_given
 
-
-def _script_in_image(plan: LaunchPlan) -> str:
-    from migrate.launch import out_path
-
-    return os.path.relpath(plan.script, os.path.dirname(out_path(plan)) or ".")
+    return ["torchrun", f"--nproc-per-node={plan.nproc_per_node}", script_as_given(plan), *plan.script_args]
 
 
 def pytorchjob_manifest(plan: LaunchPlan, header: list[str]) -> str:
     import yaml
 
-    from migrate.launch import gpus_per_node, job_name, out_path
+    from migrate.launch import gpus_per_node, job_name, out_path, script_as_given
     from migrate.sources import printable
 
     replicas = {"Master": _replica(plan, 1, gpus_per_node(plan))}
@@ -49,7 +46,7 @@ def pytorchjob_manifest(plan: LaunchPlan, header: list[str]) -> str:
     comments = [
         f"A Kubeflow PyTorchJob: {plan.nnodes} pod{'s' if plan.nnodes > 1 else ''} (one Master{workers}), "
         f"{plan.nproc_per_node} processes each.",
-        "The image must hold the script at the path the command names, relative to its working folder.",
+        f"The image must hold {printable(script_as_given(plan))} (the path the command names) in its working folder.",
         "Apply it with: kubectl apply -f " + printable(os.path.basename(out_path(plan))),
         *header,
     ]

@@ -3,8 +3,10 @@
 `migrate launch TARGET SCRIPT` renders one without touching the script, and every `to-<target>`
 renders its launcher through the same `render` (a one-node `LaunchPlan`, or the hosts --hosts
 names). What each target can be started by is `SCHEDULERS`; `problems` says, option by option, what
-a plan asks that its launcher cannot do. Shell scripts come from templates/launch/ (every value
-quoted by jinja2's `shquote`); the Kubernetes manifest is a dict written by PyYAML, so it parses.
+a plan asks that its launcher cannot do. Shell scripts come from templates/launch/ (every path and
+argument quoted by jinja2's `shquote`; what stands inside double quotes, a host name or the job id,
+is checked or cleaned to letters, digits and `._:-` first); the Kubernetes manifest is a dict
+written by PyYAML, so it parses.
 """
 
 from __future__ import annotations
@@ -52,11 +54,13 @@ class LaunchPlan:
     partition: str | None = None  # SLURM
     time: str | None = None  # SLURM time limit
     gpus_per_node: int | None = None  # SLURM and Kubernetes requests; None: one per process
+    cpus_per_node: int | None = None  # SLURM's request; None: one per process
     image: str | None = None  # Kubernetes: the container image holding the script
 
 
 def default_out(plan: LaunchPlan) -> str:
-    """run_<stem>_<target>.sh beside the script; several nodes, SLURM and Kubernetes get names of their own."""
+    """run_<stem>_<target>.sh beside the script, the name `to-<target>` writes for one node; several
+    nodes (_<N>nodes, _hosts), SLURM and Kubernetes get names of their own, so no launcher replaces another."""
     folder, name = os.path.split(plan.script)
     stem = os.path.splitext(name)[0]
     if plan.scheduler == "kubernetes":
@@ -64,7 +68,15 @@ def default_out(plan: LaunchPlan) -> str:
     suffix = "_slurm" if plan.scheduler == "slurm" else ""
     if plan.scheduler == "none" and plan.nnodes > 1 and LAUNCHER[plan.target] == "torchrun":
         suffix = f"_{plan.nnodes}nodes"
+    if plan.hosts or plan.hostfile:
+        suffix = "_hosts"
     return os.path.join(folder, f"run_{stem}_{plan.target}{suffix}.sh")
+
+
+def beside(script: str, target: str) -> str:
+    """run_<stem>_<target>.sh beside the script: the one-node launcher's name."""
+    folder, name = os.path.split(script)
+    return os.path.join(folder, f"run_{os.path.splitext(name)[0]}_{target}.sh")
 
 
 def out_path(plan: LaunchPlan) -> str:
@@ -170,10 +182,13 @@ def _host_problems(plan: LaunchPlan) -> list[OptionProblem]:
     if plan.scheduler != "none":
         return [OptionProblem(flag, f"{plan.scheduler} allocates the nodes: give --nnodes")]
     found = hosts_problems(plan.hosts)
+    names = [host for host, _slots in host_slots(plan.hosts)] if not found else []
+    found += [OptionProblem("--hosts", f"{name} is named twice; give each host once")
+              for name in sorted({n for n in names if names.count(n) > 1})]
     count = len(plan.hosts)
     if plan.hostfile:
         try:
-            count = len(read_hostfile(plan.hostfile))
+            count = len(read_hostfile(plan.hostfile, plan.target))
         except InputError as error:
             return [OptionProblem("--hostfile", str(error))]
     if plan.nnodes not in (1, count):
@@ -194,6 +209,11 @@ def _scheduler_problems(plan: LaunchPlan) -> list[OptionProblem]:
     for flag, value in (("--partition", plan.partition), ("--time", plan.time)):
         if value is not None and not SLURM_VALUE.match(value):
             found.append(OptionProblem(flag, f"{value[:40]!r}: letters, digits and . _ : , - only"))
+    if plan.cpus_per_node is not None:
+        if plan.scheduler != "slurm":
+            found.append(OptionProblem("--cpus-per-node", "is a SLURM option: add --scheduler slurm"))
+        elif not 1 <= plan.cpus_per_node <= MAX_PROCESSES:
+            found.append(OptionProblem("--cpus-per-node", f"{plan.cpus_per_node}: from 1 to {MAX_PROCESSES}"))
     if plan.gpus_per_node is not None:
         if plan.scheduler == "none":
             found.append(OptionProblem("--gpus-per-node", "is what a SLURM or Kubernetes job requests: add "
@@ -211,8 +231,9 @@ def _scheduler_problems(plan: LaunchPlan) -> list[OptionProblem]:
     return found
 
 
-def read_hostfile(path: str) -> list[tuple[str, int]]:
-    """`host slots=N` lines (the format DeepSpeed and horovodrun share), blank lines and # comments allowed."""
+def read_hostfile(path: str, target: str = "deepspeed") -> list[tuple[str, int]]:
+    """`HOST slots=N` lines, the format DeepSpeed and horovodrun share, as strict as the one that reads
+    it: DeepSpeed skips blank lines and `#` comments, horovodrun reads every line as a host."""
     try:
         with open(path, encoding="utf-8") as stream:
             lines = stream.read().splitlines()
@@ -220,13 +241,17 @@ def read_hostfile(path: str) -> list[tuple[str, int]]:
         raise InputError(path, 0, 0, f"cannot read it: {getattr(error, 'strerror', None) or error}") from None
     hosts: list[tuple[str, int]] = []
     for number, line in enumerate(lines, start=1):
-        text = line.split("#", 1)[0].strip()
-        if not text:
+        text = line.strip() if target == "horovod" else line.split("#", 1)[0].strip()
+        if target != "horovod" and not text:
             continue
-        match = re.match(r"^([A-Za-z0-9][A-Za-z0-9._-]*)\s+slots\s*=\s*([1-9][0-9]{0,3})$", text)
+        match = re.match(r"^([A-Za-z0-9][A-Za-z0-9._-]*)\s+slots=([1-9][0-9]{0,3})$", text)
         if match is None:
             col = len(line) - len(line.lstrip()) + 1
-            raise InputError(path, number, col, f"{text[:60]!r}: write `HOST slots=N`")
+            said = "a blank line" if not text else repr(text[:60])
+            rule = "; horovodrun reads every line as a host: no blank lines or comments" if target == "horovod" else ""
+            raise InputError(path, number, col, f"{said}: write `HOST slots=N`{rule}")
+        if any(match.group(1) == host for host, _slots in hosts):
+            raise InputError(path, number, 1, f"{match.group(1)} is named twice; give each host once")
         hosts.append((match.group(1), int(match.group(2))))
     if not hosts:
         raise InputError(path, 0, 0, "names no host (lines of `HOST slots=N`)")
@@ -259,9 +284,9 @@ def render(plan: LaunchPlan) -> list[Artifact]:
 def _shell_values(plan: LaunchPlan, out: str) -> dict[str, object]:
     """What the shell templates read: the script relative to the launcher, counts, the header."""
     folder = os.path.dirname(out) or "."
-    script = os.path.relpath(plan.script, folder)
+    script = not_an_option(os.path.relpath(plan.script, folder))
     numeric = plan.nproc_per_node.isdigit()
-    hosts = host_slots(plan.hosts) if plan.hosts else read_hostfile(plan.hostfile) if plan.hostfile else []
+    hosts = host_slots(plan.hosts) if plan.hosts else read_hostfile(plan.hostfile, plan.target) if plan.hostfile else []
     hostfile = os.path.relpath(plan.hostfile, folder) if plan.hostfile else None
     return {
         "header": header_lines(plan),
@@ -277,7 +302,7 @@ def _shell_values(plan: LaunchPlan, out: str) -> dict[str, object]:
         "master_addr": plan.master_addr,
         "master_port": plan.master_port,
         "rdzv_backend": plan.rdzv_backend,
-        "rdzv_id": f"{os.path.splitext(os.path.basename(plan.script))[0]}-{plan.target}",
+        "rdzv_id": job_name(plan),
         "hosts": ",".join(f"{host}:{slots}" for host, slots in hosts) if plan.hosts else "",
         "total": sum(slots for _host, slots in hosts) or (int(plan.nproc_per_node) * plan.nnodes if numeric else 0),
         "hostfile": hostfile,
@@ -286,9 +311,15 @@ def _shell_values(plan: LaunchPlan, out: str) -> dict[str, object]:
         "partition": plan.partition,
         "time": plan.time,
         "gpus_per_node": gpus_per_node(plan),
+        "cpus_per_node": plan.cpus_per_node or (int(plan.nproc_per_node) if numeric else 1),
         "job_name": job_name(plan),
         "launcher_name": os.path.basename(out),
     }
+
+
+def not_an_option(path: str) -> str:
+    """A relative path that starts with `-`, as ./-name: a command line never reads it as an option."""
+    return f"./{path}" if path.startswith("-") else path
 
 
 def processes_said(nproc: str) -> str:
@@ -308,9 +339,12 @@ def gpus_per_node(plan: LaunchPlan) -> int:
 
 
 def job_name(plan: LaunchPlan) -> str:
-    """<stem>-<target>, as a Kubernetes object name allows it (lower case, digits, -)."""
+    """<stem>-<target> as a Kubernetes object name must be (a DNS-1035 label: lower-case letters,
+    digits and -, starting with a letter): also the SLURM job name and torchrun's rendezvous id."""
     stem = os.path.splitext(os.path.basename(plan.script))[0]
     name = re.sub(r"[^a-z0-9-]+", "-", f"{stem}-{plan.target}".lower()).strip("-")
+    if not name[:1].isalpha():
+        name = f"job-{name}"
     return (name or plan.target)[:63].rstrip("-")
 
 
@@ -319,29 +353,38 @@ def job_name(plan: LaunchPlan) -> str:
 
 
 def header_lines(plan: LaunchPlan) -> list[str]:
-    """Comment lines (without `# `) every launcher starts with."""
-    return ["Written by torch-migrate; re-make it (in this file's folder) with:",
-            f"  {remake_command(plan)}"]
+    """Comment lines (without `# `) every launcher starts with. A shell launcher finds the script from
+    its own folder, and is re-made there; a manifest names the script as `migrate launch` was given
+    it (its path in the image), and is re-made where it was made."""
+    where = "in the folder it was made in" if plan.scheduler == "kubernetes" else "in this file's folder"
+    return [f"Written by torch-migrate; re-make it ({where}) with:", f"  {remake_command(plan)}"]
+
+
+def script_as_given(plan: LaunchPlan) -> str:
+    return not_an_option(os.path.normpath(plan.script))
 
 
 def remake_command(plan: LaunchPlan) -> str:
-    """The `migrate launch` command line that renders this file again, run in the launcher's folder."""
+    """The `migrate launch` command line that renders this file again (where header_lines says)."""
     folder = os.path.dirname(out_path(plan)) or "."
-    words = ["migrate", "launch", plan.target, os.path.relpath(plan.script, folder)]
+    as_given = plan.scheduler == "kubernetes"
+    script = script_as_given(plan) if as_given else not_an_option(os.path.relpath(plan.script, folder))
+    words = ["migrate", "launch", plan.target, script]
     defaults = LaunchPlan(target=plan.target, script=plan.script)
     for flag, name in (("--scheduler", "scheduler"), ("--nnodes", "nnodes"), ("--nproc-per-node", "nproc_per_node"),
                        ("--master-addr", "master_addr"), ("--master-port", "master_port"),
                        ("--rdzv-backend", "rdzv_backend"), ("--partition", "partition"), ("--time", "time"),
-                       ("--gpus-per-node", "gpus_per_node"), ("--image", "image")):
+                       ("--gpus-per-node", "gpus_per_node"), ("--cpus-per-node", "cpus_per_node"),
+                       ("--image", "image")):
         value = getattr(plan, name)
         if value != getattr(defaults, name):
             words += [flag, str(value)]
     if plan.hosts:
         words += ["--hosts", ",".join(plan.hosts)]
     if plan.hostfile:
-        words += ["--hostfile", os.path.relpath(plan.hostfile, folder)]
+        words += ["--hostfile", not_an_option(os.path.relpath(plan.hostfile, folder))]
     if plan.out is not None:
-        words += ["--out", os.path.basename(plan.out)]
+        words += ["--out", not_an_option(os.path.normpath(plan.out) if as_given else os.path.basename(plan.out))]
     if plan.script_args:
         words += ["--", *plan.script_args]
     return " ".join(_shell_word(word) for word in words)

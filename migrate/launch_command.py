@@ -32,14 +32,15 @@ Nproc = Annotated[str, typer.Option("--nproc-per-node", metavar="N", help="Proce
 Scheduler = Annotated[str, typer.Option("--scheduler", metavar="none|slurm|kubernetes", help="none: a shell script you run on each node; slurm: an sbatch script; kubernetes: a Kubeflow PyTorchJob manifest (ddp, fsdp).")]
 MasterAddr = Annotated[Optional[str], typer.Option("--master-addr", metavar="HOST", help="Several nodes started by hand: the first node's address, the launcher's default for MASTER_ADDR.")]
 MasterPort = Annotated[Optional[int], typer.Option("--master-port", metavar="PORT", help="The rendezvous port, the launcher's default for MASTER_PORT (default 29500; one torchrun node: a free port unless MASTER_PORT is set).")]
-Hosts = Annotated[Optional[str], typer.Option("--hosts", metavar="HOST:N,...", help="deepspeed, horovod: the hosts and their process counts (deepspeed: a hostfile is written beside the launcher). Example: --hosts node1:8,node2:8")]
+Hosts = Annotated[Optional[str], typer.Option("--hosts", metavar="HOST:N,...", help="deepspeed, horovod: the hosts and their process counts (HOST alone: 1; deepspeed: a hostfile is written beside the launcher). Example: --hosts node1:8,node2:8")]
 Hostfile = Annotated[Optional[str], typer.Option("--hostfile", metavar="PATH", help="deepspeed, horovod: an existing hostfile of `HOST slots=N` lines.")]
 RdzvBackend = Annotated[str, typer.Option("--rdzv-backend", metavar="c10d|static", help="torchrun on several nodes: c10d (nodes join in any order, ranks given as they join) or static (each node sets NODE_RANK).")]
 Partition = Annotated[Optional[str], typer.Option("--partition", metavar="NAME", help="SLURM: the partition to submit to (default: the cluster's).")]
 TimeLimit = Annotated[Optional[str], typer.Option("--time", metavar="LIMIT", help="SLURM: the job's time limit, as sbatch --time takes it. Example: --time 12:00:00")]
+CpusPerNode = Annotated[Optional[int], typer.Option("--cpus-per-node", metavar="N", help="SLURM: CPUs the job requests per node, for the processes and their data loaders (default: one per process).")]
 GpusPerNode = Annotated[Optional[int], typer.Option("--gpus-per-node", metavar="N", help="SLURM, Kubernetes: GPUs the job requests per node (default: one per process; 0: a CPU job).")]
 Image = Annotated[Optional[str], typer.Option("--image", metavar="IMAGE", help="Kubernetes: the container image that holds the script.")]
-Out = Annotated[Optional[str], typer.Option("--out", metavar="PATH", help="Where to write the launcher (default: beside the script, run_<script>_<target>[_<N>nodes|_slurm].sh or <script>_<target>_pytorchjob.yaml); '-' prints it.")]
+Out = Annotated[Optional[str], typer.Option("--out", metavar="PATH", help="Where to write the launcher (default: beside the script, run_<script>_<target>[_<N>nodes|_hosts|_slurm].sh or <script>_<target>_pytorchjob.yaml); '-' prints it, with the script's path as from that default place.")]
 Force = Annotated[bool, typer.Option("--force", help="Replace an existing launcher that differs (default: keep it and stop).")]
 ListAll = Annotated[bool, typer.Option("--list", help="List every target and scheduler combination, and exit.")]
 
@@ -48,7 +49,7 @@ def launch(target: Target = None, script: Script = None, script_args: ScriptArgs
            nproc_per_node: Nproc = "auto", scheduler: Scheduler = "none", master_addr: MasterAddr = None,
            master_port: MasterPort = None, hosts: Hosts = None, hostfile: Hostfile = None,
            rdzv_backend: RdzvBackend = "c10d", partition: Partition = None, time: TimeLimit = None,
-           gpus_per_node: GpusPerNode = None, image: Image = None, out: Out = None, force: Force = False,
+           gpus_per_node: GpusPerNode = None, cpus_per_node: CpusPerNode = None, image: Image = None, out: Out = None, force: Force = False,
            list_all: ListAll = False) -> None:
     """Write the launcher for a converted script: one node, several, SLURM or Kubernetes.
     TARGET: ddp, fsdp, deepspeed or horovod; SCRIPT: the converted script (it is only read);
@@ -77,7 +78,7 @@ def launch(target: Target = None, script: Script = None, script_args: ScriptArgs
         master_addr=master_addr, master_port=master_port,
         hosts=tuple(h.strip() for h in hosts.split(",") if h.strip()) if hosts else (), hostfile=hostfile,
         rdzv_backend=rdzv_backend, script_args=tuple(script_args or ()), out=None if out == "-" else out,
-        partition=partition, time=time, gpus_per_node=gpus_per_node, image=image)
+        partition=partition, time=time, gpus_per_node=gpus_per_node, cpus_per_node=cpus_per_node, image=image)
     found = problems(plan)
     if found:
         raise typer.BadParameter(found[0].message, param_hint=found[0].flag)
@@ -102,7 +103,7 @@ def _write_or_print(plan, to_stdout: bool, force: bool) -> int:  # type: ignore[
         sys.stdout.write(artifacts[0].text)
         return EXIT_OK
     result = FileResult(path=plan.script, old="", new="", artifacts=tuple(artifacts))
-    outputs = writing.plan([result], replace_generated=force)
+    outputs = writing.plan([result], replace_generated=force, launch=True)
     if outputs.problems:
         for problem in outputs.problems:
             _error(str(problem))

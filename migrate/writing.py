@@ -48,9 +48,10 @@ class Plan:
     notes: list[str]
 
 
-def plan(results: list[FileResult], replace_generated: bool = False) -> Plan:
-    """Check every output of every result before anything is written. `replace_generated`
-    (`migrate launch --force`): an existing generated file that differs is replaced, not kept."""
+def plan(results: list[FileResult], replace_generated: bool = False, launch: bool = False) -> Plan:
+    """Check every output of every result before anything is written. `launch` (`migrate launch`):
+    messages name its options; `replace_generated` (its --force): an existing generated file that
+    differs is replaced, not kept."""
     problems: list[InputError] = []
     notes: list[str] = []
     scripts = {os.path.realpath(r.path): r.path for r in results}
@@ -62,7 +63,7 @@ def plan(results: list[FileResult], replace_generated: bool = False) -> Plan:
             batch.append(Output(result.path, result.new.encode(result.encoding), result.path, expected=result.digest))
         kept: list[Output] = []
         for output in batch:
-            problem = _problem(output, scripts, claimed, replace_generated)
+            problem = _problem(output, scripts, claimed, replace_generated, launch)
             if problem is not None:
                 problems.append(problem)
                 continue
@@ -79,22 +80,23 @@ def plan(results: list[FileResult], replace_generated: bool = False) -> Plan:
 
 
 def _problem(output: Output, scripts: dict[str, str], claimed: dict[str, Output],
-             replace_generated: bool = False) -> InputError | None:
+             replace_generated: bool = False, launch: bool = False) -> InputError | None:
     real = os.path.realpath(output.path)
     if output.expected is None:
+        option = "--out" if launch else "--config-out"
         if real in scripts:
             return InputError(output.path, 0, 0, f"would be overwritten by a file generated for {output.script}; "
-                              "it is a script being converted (check --config-out)")
+                              f"it is {'the script itself' if launch else 'a script being converted'} (check {option})")
         if os.path.isdir(real):
             return InputError(output.path, 0, 0, f"is a folder; the file generated for {output.script} needs a file "
-                              "name there (check --config-out)")
+                              f"name there (check {option})")
         other = claimed.get(real)
         if other is not None and other.data != output.data:
             return InputError(output.path, 0, 0, f"{other.script} and {output.script} would both write this file, with "
                               "different contents; convert them in separate runs with different --config-out "
                               "names")
         if other is None and os.path.lexists(output.path) and not (replace_generated and os.path.isfile(real)):
-            return _existing_problem(output, real)
+            return _existing_problem(output, real, launch)
     elif os.path.lexists(real):
         try:
             current = fingerprint(read_regular_file(real))
@@ -105,7 +107,7 @@ def _problem(output: Output, scripts: dict[str, str], claimed: dict[str, Output]
     return _writable_problem(output.path, real)
 
 
-def _existing_problem(output: Output, real: str) -> InputError | None:
+def _existing_problem(output: Output, real: str, launch: bool = False) -> InputError | None:
     """A generated file that already exists is left as it is if identical; otherwise it is the user's."""
     if not os.path.exists(real):
         return InputError(output.path, 0, 0, "is a broken symlink; remove it first")
@@ -115,6 +117,9 @@ def _existing_problem(output: Output, real: str) -> InputError | None:
         return InputError(output.path, 0, 0, f"{error.message}")
     if current == output.data:
         return None
+    if launch:
+        return InputError(output.path, 0, 0, f"exists and differs from the launcher generated for {output.script}; "
+                          "it is kept: move it away, write another with --out PATH, or replace it with --force")
     return InputError(output.path, 0, 0, f"exists and differs from the file generated for {output.script}; it is "
                       "never overwritten: move it away, or (for a DeepSpeed config) name another with "
                       "--config-out and merge the two by hand")

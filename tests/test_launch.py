@@ -119,22 +119,23 @@ def run_with_stand_ins(launcher: Path, args: list[str], env: dict[str, str], tmp
     return calls + [current]
 
 
+@pytest.mark.parametrize("several", [False, True])
 @pytest.mark.parametrize(("target", "scheduler"), [c for c in COMBINATIONS if c[1] != "kubernetes"])
-def test_arguments_reach_the_script_as_given(target: str, scheduler: str, tmp_path: Path) -> None:
-    """A script in a folder with quotes, `$` and backticks, arguments fixed at `migrate launch` time
-    and more given to the launcher: the script's argv is exactly those words, nothing else ran."""
+def test_arguments_reach_the_script_as_given(target: str, scheduler: str, several: bool, tmp_path: Path) -> None:
+    """A script in a folder and under a name with quotes, `$` and backticks, arguments fixed at
+    `migrate launch` time and more given to the launcher: the script's argv is exactly those words,
+    and nothing else ran (`set -u` would stop at an unbound `$x`, a backtick would run a command)."""
     folder = tmp_path / "it's a \"$HOME\" `id` folder"
     folder.mkdir()
-    shutil.copy(SAMPLE, folder / "train $USER.py")
-    options = ONE[scheduler]
-    launcher = written(migrate("launch", target, "train $USER.py", "--scheduler", scheduler, *options, "--",
-                               *HOSTILE_ARGS[:2], cwd=folder), folder)[-1]
+    shutil.copy(SAMPLE, folder / "train $USER `v2`'s.py")
+    options = several_options(target, scheduler) if several else ONE[scheduler]
+    launcher = written(migrate("launch", target, "train $USER `v2`'s.py", "--scheduler", scheduler, *options,
+                               "--", *HOSTILE_ARGS[:2], cwd=folder), folder)[-1]
     env = {"SLURM_JOB_NODELIST": "node[1-2]", "SLURM_JOB_NUM_NODES": "2", "SLURM_JOB_ID": "7"}
     calls = run_with_stand_ins(launcher, HOSTILE_ARGS[2:], env, tmp_path)
     argv = calls[-1]
-    script_at = next(i for i, word in enumerate(argv) if word.endswith("train $USER.py"))
-    assert Path(folder, argv[script_at]).resolve() == (folder / "train $USER.py").resolve() or \
-        Path(argv[script_at]).resolve() == (folder / "train $USER.py").resolve()
+    script_at = next(i for i, word in enumerate(argv) if word.endswith("train $USER `v2`'s.py"))
+    assert Path(folder, argv[script_at]).resolve() == (folder / "train $USER `v2`'s.py").resolve()
     assert argv[script_at + 1:] == HOSTILE_ARGS
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([folder.name, "stand-ins", "argv.log"])
 
@@ -161,6 +162,15 @@ def test_the_deepspeed_hostfile_launcher_runs_without_ssh_when_given_a_node_rank
     assert "--no_ssh" not in by_ssh and by_ssh[1:3] == ["--hostfile", str(project / "hostfile")]
     [each_node] = run_with_stand_ins(launcher, [], {"NODE_RANK": "1"}, tmp_path)
     assert each_node[1:4] == ["--no_ssh", "--node_rank", "1"]
+
+
+@pytest.mark.parametrize(("visible", "processes"), [("0,1,2", "3"), ("", str(os.cpu_count())), ("GPU-5f2a", "1")])
+def test_the_one_node_horovod_launcher_counts_the_visible_gpus(visible: str, processes: str, project: Path,
+                                                               tmp_path: Path) -> None:
+    """As torchrun's `auto`: the GPUs CUDA_VISIBLE_DEVICES leaves, else one process per CPU core."""
+    [launcher] = written(migrate("launch", "horovod", "train.py", cwd=project), project)
+    [argv] = run_with_stand_ins(launcher, [], {"CUDA_VISIBLE_DEVICES": visible}, tmp_path)
+    assert argv[1:5] == ["-np", processes, "-H", f"localhost:{processes}"]
 
 
 def test_the_kubernetes_command_is_the_one_node_torchrun_command(project: Path, tmp_path: Path) -> None:
@@ -199,7 +209,7 @@ def test_the_manifest_keeps_every_argument_as_given(project: Path) -> None:
 
 def remake_line(text: str) -> str:
     lines = text.splitlines()
-    at = next(i for i, line in enumerate(lines) if "re-make it (in this file's folder) with:" in line)
+    at = next(i for i, line in enumerate(lines) if "re-make it (in " in line and ") with:" in line)
     return lines[at + 1].removeprefix("#").strip()
 
 
@@ -212,10 +222,15 @@ def remake_line(text: str) -> str:
      "run_train_ddp_slurm.sh"),
     (["launch", "fsdp", "--scheduler", "kubernetes", "--nnodes", "2", "--nproc-per-node", "8", "--image", "r/t:1"],
      "train_fsdp_pytorchjob.yaml"),
+    (["launch", "horovod", "--hostfile", "hosts", "--out", "launchers/run.sh"], "launchers/run.sh"),
+    (["launch", "ddp", "--scheduler", "slurm", "--nproc-per-node", "2", "--cpus-per-node", "16",
+      "--gpus-per-node", "2", "--partition", "a100"], "run_train_ddp_slurm.sh"),
 ])
 def test_a_launcher_re_makes_itself_from_its_header(command: list[str], launcher: str, project: Path) -> None:
     """The command in the header, run in the launcher's folder, writes the same bytes (and --force is
     not needed: an identical file is left as it is)."""
+    (project / "hosts").write_text("node1 slots=2\nnode2 slots=2\n")
+    (project / "launchers").mkdir()
     at = command.index("--") if "--" in command else len(command)
     result = migrate(*command[:at], "train.py", *command[at:], cwd=project)
     assert result.returncode == 0, result.stderr
@@ -223,7 +238,7 @@ def test_a_launcher_re_makes_itself_from_its_header(command: list[str], launcher
     line = remake_line(made)
     assert line.startswith("migrate launch ")
     (project / launcher).unlink()
-    again = migrate(*shlex.split(line)[1:], cwd=project)
+    again = migrate(*shlex.split(line)[1:], cwd=(project / launcher).parent)
     assert again.returncode == 0, again.stderr
     assert (project / launcher).read_text() == made
 
@@ -260,6 +275,10 @@ def test_a_launcher_re_makes_itself_from_its_header(command: list[str], launcher
     (["ddp", "train.py", "--scheduler", "kubernetes", "--nproc-per-node", "2"], "name the one that holds it"),
     (["ddp", "train.py", "--gpus-per-node", "2"], "add --scheduler"),
     (["ddp"], "give TARGET and SCRIPT"),
+    (["deepspeed", "train.py", "--hosts", "n1:2,n1:2"], "--hosts: n1 is named twice; give each host once"),
+    (["ddp", "train.py", "--cpus-per-node", "8"], "--cpus-per-node: is a SLURM option"),
+    (["ddp", "train.py", "--out", "train.py"], "it is the script itself (check --out)"),
+    (["ddp", "train.py", "--out", "."], "is a folder; the file generated for train.py needs a file name there (check --out)"),
 ])
 def test_what_cannot_be_launched_is_refused_by_option(args: list[str], said: str, project: Path) -> None:
     result = migrate("launch", *args, cwd=project)
@@ -276,17 +295,29 @@ def test_a_missing_script_is_an_error(project: Path) -> None:
     assert "migrate: folder: is a folder" in migrate("launch", "ddp", "folder", cwd=project).stderr
 
 
-def test_a_bad_hostfile_line_is_named(project: Path) -> None:
-    (project / "hosts").write_text("# the cluster\nnode1 slots=4\n  node2 gpus=4\n")
-    result = migrate("launch", "horovod", "train.py", "--hostfile", "hosts", cwd=project)
+@pytest.mark.parametrize(("target", "text", "said"), [
+    ("deepspeed", "# the cluster\nnode1 slots=4\n  node2 gpus=4\n", "hosts:3:3: 'node2 gpus=4': write `HOST slots=N`"),
+    ("deepspeed", "node1 slots = 4\n", "hosts:1:1: 'node1 slots = 4': write `HOST slots=N`"),
+    ("deepspeed", "node1 slots=4\nnode1 slots=4\n", "hosts:2:1: node1 is named twice"),
+    ("horovod", "# the cluster\nnode1 slots=4\n", "hosts:1:1: '# the cluster': write `HOST slots=N`; horovodrun "
+                "reads every line as a host: no blank lines or comments"),
+    ("horovod", "node1 slots=4\n\nnode2 slots=4\n", "hosts:2:1: a blank line: write `HOST slots=N`"),
+    ("horovod", "node1 slots=4 # first\n", "hosts:1:1: 'node1 slots=4 # first'"),
+    ("horovod", "", "hosts: names no host"),
+])
+def test_a_hostfile_its_launcher_would_reject_is_refused(target: str, text: str, said: str, project: Path) -> None:
+    """As strict as the launcher that reads it: horovodrun reads every line as `HOST slots=N`."""
+    (project / "hosts").write_text(text)
+    result = migrate("launch", target, "train.py", "--hostfile", "hosts", cwd=project)
     assert result.returncode == 2
-    assert "hosts:3:3: 'node2 gpus=4': write `HOST slots=N`" in result.stderr
+    assert said in " ".join(result.stderr.split()), result.stderr
 
 
 def test_a_hostfile_gives_hosts_and_process_count(project: Path) -> None:
-    (project / "hosts").write_text("node1 slots=4  # first\n\nnode2 slots=2\n")
+    (project / "hosts").write_text("node1 slots=4\nnode2 slots=2\n")
     [launcher] = written(migrate("launch", "horovod", "train.py", "--hostfile", "hosts", cwd=project), project)
     assert 'exec horovodrun -np 6 --hostfile "$here"/hosts' in launcher.read_text()
+    (project / "hosts").write_text("# DeepSpeed skips comments and blank lines\nnode1 slots=4  # first\n\nnode2 slots=2\n")
     [launcher] = written(migrate("launch", "deepspeed", "train.py", "--hostfile", "hosts", cwd=project), project)
     assert '--num_nodes 2 \\\n    --master_addr "${MASTER_ADDR:-node1}"' in launcher.read_text()
 
@@ -295,7 +326,9 @@ def test_an_existing_different_launcher_is_kept_unless_forced(project: Path) -> 
     mine = project / "run_train_ddp.sh"
     mine.write_text("#!/bin/sh\necho my own\n")
     kept = migrate("launch", "ddp", "train.py", cwd=project)
-    assert kept.returncode == 2 and "run_train_ddp.sh: exists and differs" in kept.stderr
+    assert kept.returncode == 2
+    assert ("run_train_ddp.sh: exists and differs from the launcher generated for train.py; it is kept: move it "
+            "away, write another with --out PATH, or replace it with --force") in kept.stderr
     assert "nothing was written" in kept.stderr and mine.read_text() == "#!/bin/sh\necho my own\n"
     forced = migrate("launch", "ddp", "train.py", "--force", cwd=project)
     assert forced.returncode == 0, forced.stderr
@@ -306,6 +339,43 @@ def test_out_dash_prints_and_writes_nothing(project: Path) -> None:
     result = migrate("launch", "ddp", "train.py", "--nnodes", "2", "--out", "-", cwd=project)
     assert result.returncode == 0 and result.stdout.startswith("#!/usr/bin/env bash\n")
     assert sorted(p.name for p in project.iterdir()) == ["train.py"]
+
+
+def test_host_list_launchers_do_not_replace_the_one_node_one(project: Path) -> None:
+    assert migrate("to-horovod", "--write", "train.py", cwd=project).returncode == 0
+    [launcher] = written(migrate("launch", "horovod", "train.py", "--hosts", "h1:4,h2:4", cwd=project), project)
+    assert launcher.name == "run_train_horovod_hosts.sh"
+    assert "-H h1:4,h2:4" in launcher.read_text() and "localhost" in (project / "run_train_horovod.sh").read_text()
+
+
+def test_names_a_launcher_cannot_take_as_they_are(tmp_path: Path) -> None:
+    """A script named -train.py is ./-train.py on every command line; 2_train.py's job is job-2-train-ddp."""
+    shutil.copy(SAMPLE, tmp_path / "-train.py")
+    [launcher] = written(migrate("launch", "ddp", "./-train.py", cwd=tmp_path), tmp_path)
+    assert launcher.name == "run_-train_ddp.sh"
+    assert "#   migrate launch ddp ./-train.py\n" in launcher.read_text()
+    [slurm] = written(migrate("launch", "ddp", "./-train.py", "--scheduler", "slurm", "--nproc-per-node", "1",
+                              cwd=tmp_path), tmp_path)
+    assert "script=./-train.py\n" in slurm.read_text()
+    shutil.copy(SAMPLE, tmp_path / "2_train.py")
+    [manifest] = written(migrate("launch", "ddp", "2_train.py", "--scheduler", "kubernetes", "--nproc-per-node",
+                                 "1", "--image", "i:1", cwd=tmp_path), tmp_path)
+    assert yaml.safe_load(manifest.read_text())["metadata"]["name"] == "job-2-train-ddp"
+
+
+def test_the_manifest_names_the_script_as_given(tmp_path: Path) -> None:
+    """The command's path is the one `migrate launch` was given (its path in the image), wherever
+    the manifest is written; the header re-makes it from that same folder."""
+    (tmp_path / "src").mkdir()
+    (tmp_path / "k8s").mkdir()
+    shutil.copy(SAMPLE, tmp_path / "src" / "train.py")
+    [manifest] = written(migrate("launch", "ddp", "src/train.py", "--scheduler", "kubernetes", "--nproc-per-node",
+                                 "1", "--image", "i:1", "--out", "k8s/job.yaml", cwd=tmp_path), tmp_path)
+    made = manifest.read_text()
+    [container] = yaml.safe_load(made)["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"]
+    assert container["command"][2] == "src/train.py"
+    assert remake_line(made) == ("migrate launch ddp src/train.py --scheduler kubernetes --nproc-per-node 1 "
+                                 "--image i:1 --out k8s/job.yaml")
 
 
 def test_out_elsewhere_reaches_the_script_from_there(project: Path, tmp_path: Path) -> None:

@@ -108,14 +108,14 @@ def test_a_host_list_launcher_trains_on_one_node(case: str, tmp_path: Path) -> N
     target, options = HOST_LISTS[case]
     original, converted = convert("mlp_regression", target, tmp_path, SLURM_TARGETS[target])
     (tmp_path / "hosts").write_text("localhost slots=2\n")
-    migrate_launch(target, converted.name, *options, "--force", cwd=tmp_path)
+    migrate_launch(target, converted.name, *options, cwd=tmp_path)
     save = tmp_path / "hosts.pt"
     env = {**environment(), "NODE_RANK": "0", "DS_ACCELERATOR": "cpu", "PYTHON": sys.executable,
            "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
     buffers = set(SHARED_MEMORY.glob("deepspeed_allreduce_buffer_*"))
     try:
         for _ in range(LAUNCH_TRIES):
-            done = subprocess.run(["bash", str(tmp_path / f"run_converted_{target}.sh"), *ARGS, "--batch-size",
+            done = subprocess.run(["bash", str(tmp_path / f"run_converted_{target}_hosts.sh"), *ARGS, "--batch-size",
                                    str(PER_PROCESS_BATCH), "--save", str(save)], cwd=tmp_path, env=env,
                                   capture_output=True, text=True, timeout=300)
             if done.returncode == 0 or EXIT_ABORT not in done.stdout + done.stderr:
