@@ -1,6 +1,6 @@
 """The Kubeflow PyTorchJob manifest `migrate launch ddp|fsdp --scheduler kubernetes` writes.
 
-One Master pod and --nnodes - 1 Worker pods, each running torchrun with the command the one-node
+One Master pod and --nnodes - 1 Worker pods (training operator v1.7.0 or later), each running torchrun with the command the one-node
 launcher runs, less its rendezvous flags: the training operator gives every pod its node count, node
 rank and the Master's address as torchrun's PET_* variables (PET_NNODES, PET_NODE_RANK,
 PET_MASTER_ADDR, PET_MASTER_PORT), and `nprocPerNode` sets PET_NPROC_PER_NODE. The manifest is a
@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
 API_VERSION = "kubeflow.org/v1"
 CONTAINER = "pytorch"  # the operator finds the training container by this name
+SHARED_MEMORY = "dshm"
 
 
 def torchrun_command(plan: LaunchPlan) -> list[str]:
@@ -47,6 +48,8 @@ def pytorchjob_manifest(plan: LaunchPlan, header: list[str]) -> str:
         f"A Kubeflow PyTorchJob: {plan.nnodes} pod{'s' if plan.nnodes > 1 else ''} (one Master{workers}), "
         f"{plan.nproc_per_node} processes each.",
         f"The image must hold {printable(script_as_given(plan))} (the path the command names) in its working folder.",
+        "Needs Kubeflow's training operator v1.7.0 or later: it gives each pod torchrun's PET_NNODES, PET_NODE_RANK,",
+        "PET_MASTER_ADDR and PET_MASTER_PORT (older ones do not, and each pod would train alone).",
         "Apply it with: kubectl apply -f " + printable(os.path.basename(out_path(plan))),
         *header,
     ]
@@ -59,4 +62,7 @@ def _replica(plan: LaunchPlan, count: int, gpus: int) -> dict[str, Any]:
     container: dict[str, Any] = {"name": CONTAINER, "image": plan.image, "command": torchrun_command(plan)}
     if gpus:
         container["resources"] = {"limits": {"nvidia.com/gpu": gpus}}
-    return {"replicas": count, "restartPolicy": "OnFailure", "template": {"spec": {"containers": [container]}}}
+    # the container runtime's default /dev/shm (64 MiB) is too small for NCCL and DataLoader workers
+    container["volumeMounts"] = [{"name": SHARED_MEMORY, "mountPath": "/dev/shm"}]
+    pod = {"containers": [container], "volumes": [{"name": SHARED_MEMORY, "emptyDir": {"medium": "Memory"}}]}
+    return {"replicas": count, "restartPolicy": "OnFailure", "template": {"spec": pod}}

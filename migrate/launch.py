@@ -32,6 +32,7 @@ LAUNCHER = {"ddp": "torchrun", "fsdp": "torchrun", "deepspeed": "deepspeed", "ho
 RDZV_BACKENDS = ("c10d", "static")
 DEFAULT_PORT = 29500
 SLURM_VALUE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:,-]{0,63}$")  # a partition name, a time limit
+JOB_NAME_MAX = 47  # + "-worker-" + up to 8 digits: a DNS-1035 label (63)
 IMAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@-]{0,254}$")
 
 
@@ -129,8 +130,8 @@ def _node_problems(plan: LaunchPlan) -> list[OptionProblem]:
     if not 1 <= plan.nnodes <= MAX_PROCESSES:
         return [OptionProblem("--nnodes", f"{plan.nnodes}: give a number from 1 to {MAX_PROCESSES}")]
     if plan.rdzv_backend not in RDZV_BACKENDS:
-        return [OptionProblem("--rdzv-backend", f"{plan.rdzv_backend!r}: choose c10d (nodes may start in any "
-                              "order) or static (each node is given its NODE_RANK)")]
+        return [OptionProblem("--rdzv-backend", f"{plan.rdzv_backend!r}: choose c10d (node ranks are given at the "
+                              "rendezvous) or static (each node is given its NODE_RANK)")]
     if plan.rdzv_backend != "c10d" and (LAUNCHER[plan.target] != "torchrun" or plan.scheduler != "none"):
         return [OptionProblem("--rdzv-backend", "only torchrun started by hand on each node (--scheduler none) "
                               "takes a rendezvous backend")]
@@ -181,7 +182,7 @@ def _host_problems(plan: LaunchPlan) -> list[OptionProblem]:
                               "the launcher on each node")]
     if plan.scheduler != "none":
         return [OptionProblem(flag, f"{plan.scheduler} allocates the nodes: give --nnodes")]
-    found = hosts_problems(plan.hosts)
+    found = hosts_problems(plan.hosts) + _pdsh_problems(plan)
     names = [host for host, _slots in host_slots(plan.hosts)] if not found else []
     found += [OptionProblem("--hosts", f"{name} is named twice; give each host once")
               for name in sorted({n for n in names if names.count(n) > 1})]
@@ -198,6 +199,24 @@ def _host_problems(plan: LaunchPlan) -> list[OptionProblem]:
         found.append(OptionProblem(f"--nproc-per-node/{flag}", "the host list gives each host's process count "
                                    "(host:N, or slots=N in a hostfile)"))
     return found
+
+
+PLAIN_WORD = re.compile(r"^[A-Za-z0-9._/+=:,@%-]+$")
+
+
+def _pdsh_problems(plan: LaunchPlan) -> list[OptionProblem]:
+    """The deepspeed launcher hands a multi-node command to pdsh, which joins its words with spaces
+    into a remote shell line (quoting only words with spaces): only plain words arrive as given."""
+    if plan.target != "deepspeed":
+        return []
+    script = os.path.relpath(plan.script, os.path.dirname(out_path(plan)) or ".")
+    odd = [word for word in (script, *plan.script_args) if not PLAIN_WORD.match(word)]
+    if not odd:
+        return []
+    return [OptionProblem("SCRIPT" if odd[0] == script else "SCRIPT_ARGS",
+                          f"{printable(odd[0])[:60]!r}: the deepspeed launcher's pdsh joins the command into a remote "
+                          "shell line unquoted, so only plain words (letters, digits, . _ / + = : , @ % -) arrive "
+                          "as given: rename it, or launch several nodes with --scheduler slurm")]
 
 
 def _scheduler_problems(plan: LaunchPlan) -> list[OptionProblem]:
@@ -345,7 +364,10 @@ def job_name(plan: LaunchPlan) -> str:
     name = re.sub(r"[^a-z0-9-]+", "-", f"{stem}-{plan.target}".lower()).strip("-")
     if not name[:1].isalpha():
         name = f"job-{name}"
-    return (name or plan.target)[:63].rstrip("-")
+    if len(name) <= JOB_NAME_MAX:
+        return name
+    # the operator names each pod's Service <job>-worker-<i>, itself at most 63 characters
+    return f"{name[:JOB_NAME_MAX - len(plan.target) - 1].rstrip('-')}-{plan.target}"
 
 
 # ---------------------------------------------------------------------------------------------

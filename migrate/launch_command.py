@@ -12,7 +12,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from migrate.model import FileResult, InputError
+from migrate.model import Artifact, FileResult, InputError
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
 
@@ -34,7 +34,7 @@ MasterAddr = Annotated[Optional[str], typer.Option("--master-addr", metavar="HOS
 MasterPort = Annotated[Optional[int], typer.Option("--master-port", metavar="PORT", help="The rendezvous port, the launcher's default for MASTER_PORT (default 29500; one torchrun node: a free port unless MASTER_PORT is set).")]
 Hosts = Annotated[Optional[str], typer.Option("--hosts", metavar="HOST:N,...", help="deepspeed, horovod: the hosts and their process counts (HOST alone: 1; deepspeed: a hostfile is written beside the launcher). Example: --hosts node1:8,node2:8")]
 Hostfile = Annotated[Optional[str], typer.Option("--hostfile", metavar="PATH", help="deepspeed, horovod: an existing hostfile of `HOST slots=N` lines.")]
-RdzvBackend = Annotated[str, typer.Option("--rdzv-backend", metavar="c10d|static", help="torchrun on several nodes: c10d (nodes join in any order, ranks given as they join) or static (each node sets NODE_RANK).")]
+RdzvBackend = Annotated[str, typer.Option("--rdzv-backend", metavar="c10d|static", help="torchrun on several nodes: c10d (the node at MASTER_ADDR hosts the rendezvous, node ranks are given there) or static (each node sets NODE_RANK).")]
 Partition = Annotated[Optional[str], typer.Option("--partition", metavar="NAME", help="SLURM: the partition to submit to (default: the cluster's).")]
 TimeLimit = Annotated[Optional[str], typer.Option("--time", metavar="LIMIT", help="SLURM: the job's time limit, as sbatch --time takes it. Example: --time 12:00:00")]
 CpusPerNode = Annotated[Optional[int], typer.Option("--cpus-per-node", metavar="N", help="SLURM: CPUs the job requests per node, for the processes and their data loaders (default: one per process).")]
@@ -102,8 +102,13 @@ def _write_or_print(plan, to_stdout: bool, force: bool) -> int:  # type: ignore[
             return EXIT_BAD_INPUT
         sys.stdout.write(artifacts[0].text)
         return EXIT_OK
+    kept = _companion_kept(artifacts[:-1])
+    if kept:
+        _error(kept)
+        return EXIT_BAD_INPUT
     result = FileResult(path=plan.script, old="", new="", artifacts=tuple(artifacts))
-    outputs = writing.plan([result], replace_generated=force, launch=True)
+    launcher = os.path.realpath(artifacts[-1].path)
+    outputs = writing.plan([result], replace=frozenset({launcher} if force else ()), launch=True)
     if outputs.problems:
         for problem in outputs.problems:
             _error(str(problem))
@@ -117,6 +122,25 @@ def _write_or_print(plan, to_stdout: bool, force: bool) -> int:  # type: ignore[
     for artifact in artifacts:
         sys.stdout.write(f"wrote {printable(artifact.path)}\n")
     return EXIT_OK
+
+
+def _companion_kept(companions: list[Artifact]) -> str | None:
+    """A hostfile (--hosts) that exists with other hosts is the user's: --force replaces launchers only."""
+    from migrate.sources import printable
+
+    for artifact in companions:
+        try:
+            with open(artifact.path, encoding="utf-8", errors="replace") as stream:
+                if stream.read() == artifact.text:
+                    continue
+        except FileNotFoundError:
+            continue
+        except OSError as error:
+            return f"{printable(artifact.path)}: cannot read it: {error.strerror}"
+        return (f"{printable(artifact.path)}: exists with other hosts than --hosts gives; it is kept (--force replaces "
+                f"launchers only): move it away, or launch with --hostfile {printable(artifact.path)} instead; "
+                "nothing was written")
+    return None
 
 
 def _warn_if_not_converted(script: str, target: str) -> None:

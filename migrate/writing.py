@@ -48,10 +48,10 @@ class Plan:
     notes: list[str]
 
 
-def plan(results: list[FileResult], replace_generated: bool = False, launch: bool = False) -> Plan:
+def plan(results: list[FileResult], replace: frozenset[str] = frozenset(), launch: bool = False) -> Plan:
     """Check every output of every result before anything is written. `launch` (`migrate launch`):
-    messages name its options; `replace_generated` (its --force): an existing generated file that
-    differs is replaced, not kept."""
+    messages name its options; `replace` (its --force): real paths of generated files that are
+    replaced, not kept, when they exist and differ."""
     problems: list[InputError] = []
     notes: list[str] = []
     scripts = {os.path.realpath(r.path): r.path for r in results}
@@ -63,7 +63,7 @@ def plan(results: list[FileResult], replace_generated: bool = False, launch: boo
             batch.append(Output(result.path, result.new.encode(result.encoding), result.path, expected=result.digest))
         kept: list[Output] = []
         for output in batch:
-            problem = _problem(output, scripts, claimed, replace_generated, launch)
+            problem = _problem(output, scripts, claimed, replace, launch)
             if problem is not None:
                 problems.append(problem)
                 continue
@@ -80,7 +80,7 @@ def plan(results: list[FileResult], replace_generated: bool = False, launch: boo
 
 
 def _problem(output: Output, scripts: dict[str, str], claimed: dict[str, Output],
-             replace_generated: bool = False, launch: bool = False) -> InputError | None:
+             replace: frozenset[str] = frozenset(), launch: bool = False) -> InputError | None:
     real = os.path.realpath(output.path)
     if output.expected is None:
         option = "--out" if launch else "--config-out"
@@ -95,7 +95,7 @@ def _problem(output: Output, scripts: dict[str, str], claimed: dict[str, Output]
             return InputError(output.path, 0, 0, f"{other.script} and {output.script} would both write this file, with "
                               "different contents; convert them in separate runs with different --config-out "
                               "names")
-        if other is None and os.path.lexists(output.path) and not (replace_generated and os.path.isfile(real)):
+        if other is None and os.path.lexists(output.path) and not (real in replace and os.path.isfile(real)):
             return _existing_problem(output, real, launch)
     elif os.path.lexists(real):
         try:

@@ -129,9 +129,13 @@ def test_arguments_reach_the_script_as_given(target: str, scheduler: str, severa
     folder.mkdir()
     shutil.copy(SAMPLE, folder / "train $USER `v2`'s.py")
     options = several_options(target, scheduler) if several else ONE[scheduler]
-    launcher = written(migrate("launch", target, "train $USER `v2`'s.py", "--scheduler", scheduler, *options,
-                               "--", *HOSTILE_ARGS[:2], cwd=folder), folder)[-1]
-    env = {"SLURM_JOB_NODELIST": "node[1-2]", "SLURM_JOB_NUM_NODES": "2", "SLURM_JOB_ID": "7"}
+    result = migrate("launch", target, "train $USER `v2`'s.py", "--scheduler", scheduler, *options, "--",
+                     *HOSTILE_ARGS[:2], cwd=folder)
+    if target == "deepspeed" and "--hosts" in options:  # pdsh would hand these words to a remote shell as they are
+        assert result.returncode == 2 and "the deepspeed launcher's pdsh joins the command" in result.stderr
+        return
+    launcher = written(result, folder)[-1]
+    env = {"SLURM_JOB_NODELIST": "node[1-2]", "SLURM_JOB_NUM_NODES": "2", "SLURM_JOB_ID": "7", "SLURM_CPUS_PER_TASK": "2"}
     calls = run_with_stand_ins(launcher, HOSTILE_ARGS[2:], env, tmp_path)
     argv = calls[-1]
     script_at = next(i for i, word in enumerate(argv) if word.endswith("train $USER `v2`'s.py"))
@@ -173,6 +177,22 @@ def test_the_one_node_horovod_launcher_counts_the_visible_gpus(visible: str, pro
     assert argv[1:5] == ["-np", processes, "-H", f"localhost:{processes}"]
 
 
+def test_the_slurm_step_gets_the_job_cpus_and_a_port_of_its_own(project: Path, tmp_path: Path) -> None:
+    """srun does not inherit --cpus-per-task from sbatch; the rendezvous port follows the job id, so
+    two jobs sharing a node do not meet (MASTER_PORT still wins)."""
+    [launcher] = written(migrate("launch", "ddp", "train.py", "--scheduler", "slurm", "--nnodes", "2",
+                                 "--nproc-per-node", "4", "--cpus-per-node", "32", cwd=project), project)
+    assert "#SBATCH --cpus-per-task=32\n#SBATCH --gpus-per-node=4\n" in launcher.read_text()
+    env = {"SLURM_JOB_NODELIST": "node[1-2]", "SLURM_JOB_NUM_NODES": "2", "SLURM_JOB_ID": "45007",
+           "SLURM_CPUS_PER_TASK": "32"}
+    srun, torchrun = run_with_stand_ins(launcher, [], env, tmp_path)  # srun's words, then the command it runs
+    assert srun == ["srun", "--ntasks-per-node=1", "--cpus-per-task=32"]
+    assert torchrun[:5] == ["torchrun", "--nnodes=2", "--nproc-per-node=4", "--rdzv-id=45007", "--rdzv-backend=c10d"]
+    assert torchrun[5] == "--rdzv-endpoint=node1:25007"
+    _srun, torchrun = run_with_stand_ins(launcher, [], {**env, "MASTER_PORT": "29900"}, tmp_path)
+    assert torchrun[5] == "--rdzv-endpoint=node1:29900"
+
+
 def test_the_kubernetes_command_is_the_one_node_torchrun_command(project: Path, tmp_path: Path) -> None:
     """Master and Workers run torchrun as the one-node launcher does, without its rendezvous flags:
     the operator gives each pod PET_NNODES, PET_NODE_RANK and the Master's address."""
@@ -192,6 +212,8 @@ def test_the_kubernetes_command_is_the_one_node_torchrun_command(project: Path, 
         assert container["name"] == "pytorch" and container["image"] == "registry.example/train:1"
         assert container["command"] == one_node
         assert container["resources"] == {"limits": {"nvidia.com/gpu": 4}}
+        assert container["volumeMounts"] == [{"name": "dshm", "mountPath": "/dev/shm"}]
+        assert spec["template"]["spec"]["volumes"] == [{"name": "dshm", "emptyDir": {"medium": "Memory"}}]
 
 
 def test_the_manifest_keeps_every_argument_as_given(project: Path) -> None:
@@ -335,6 +357,16 @@ def test_an_existing_different_launcher_is_kept_unless_forced(project: Path) -> 
     assert "exec torchrun" in mine.read_text()
 
 
+def test_force_never_replaces_a_hostfile(project: Path) -> None:
+    hostfile = project / "hostfile"
+    hostfile.write_text("mine slots=4\n")
+    result = migrate("launch", "deepspeed", "train.py", "--hosts", "a:8,b:8", "--force", cwd=project)
+    assert result.returncode == 2
+    assert ("hostfile: exists with other hosts than --hosts gives; it is kept (--force replaces launchers only): "
+            "move it away, or launch with --hostfile") in " ".join(result.stderr.split())
+    assert hostfile.read_text() == "mine slots=4\n" and not (project / "run_train_deepspeed_hosts.sh").exists()
+
+
 def test_out_dash_prints_and_writes_nothing(project: Path) -> None:
     result = migrate("launch", "ddp", "train.py", "--nnodes", "2", "--out", "-", cwd=project)
     assert result.returncode == 0 and result.stdout.startswith("#!/usr/bin/env bash\n")
@@ -361,6 +393,13 @@ def test_names_a_launcher_cannot_take_as_they_are(tmp_path: Path) -> None:
     [manifest] = written(migrate("launch", "ddp", "2_train.py", "--scheduler", "kubernetes", "--nproc-per-node",
                                  "1", "--image", "i:1", cwd=tmp_path), tmp_path)
     assert yaml.safe_load(manifest.read_text())["metadata"]["name"] == "job-2-train-ddp"
+    long = "train_transformer_language_model_with_mixed_precision_and_ema.py"
+    shutil.copy(SAMPLE, tmp_path / long)
+    [manifest] = written(migrate("launch", "fsdp", long, "--scheduler", "kubernetes", "--nnodes", "2",
+                                 "--nproc-per-node", "1", "--image", "i:1", cwd=tmp_path), tmp_path)
+    name = yaml.safe_load(manifest.read_text())["metadata"]["name"]
+    assert name == "train-transformer-language-model-with-mixe-fsdp"  # its Services: <name>-worker-<i>, <= 63
+    assert len(f"{name}-worker-99999999") <= 63
 
 
 def test_the_manifest_names_the_script_as_given(tmp_path: Path) -> None:
