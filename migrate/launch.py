@@ -30,7 +30,6 @@ SCHEDULERS: dict[str, tuple[str, ...]] = {
 }
 LAUNCHER = {"ddp": "torchrun", "fsdp": "torchrun", "deepspeed": "deepspeed", "horovod": "horovodrun"}
 RDZV_BACKENDS = ("c10d", "static")
-DEFAULT_PORT = 29500
 SLURM_VALUE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:,-]{0,63}$")  # a partition name, a time limit
 JOB_NAME_MAX = 47  # + "-worker-" + up to 8 digits: a DNS-1035 label (63)
 IMAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@-]{0,254}$")
@@ -46,10 +45,11 @@ class LaunchPlan:
     nnodes: int = 1
     nproc_per_node: str = "auto"  # a number, or torchrun's "auto" / "gpu"
     master_addr: str | None = None  # several nodes: the first node's address (default: from MASTER_ADDR)
-    master_port: int | None = None  # None: MASTER_PORT when set, else 29500 (one node: a free port)
+    master_port: int | None = None  # None: MASTER_PORT when set, else 29500 (one torchrun node: a free
+    # port; SLURM: one derived from the job id)
     hosts: tuple[str, ...] = ()  # "host:slots": DeepSpeed's hostfile, horovodrun's -H
     hostfile: str | None = None  # an existing hostfile (`host slots=N` lines), DeepSpeed and Horovod
-    rdzv_backend: str = "c10d"  # torchrun on several nodes: c10d (any node order) or static (NODE_RANK)
+    rdzv_backend: str = "c10d"  # torchrun on several nodes: c10d (ranks given at the rendezvous) or static (NODE_RANK)
     script_args: tuple[str, ...] = ()
     out: str | None = None  # the launcher's path (default: beside the script, named by `default_out`)
     partition: str | None = None  # SLURM
@@ -62,22 +62,21 @@ class LaunchPlan:
 def default_out(plan: LaunchPlan) -> str:
     """run_<stem>_<target>.sh beside the script, the name `to-<target>` writes for one node; several
     nodes (_<N>nodes, _hosts), SLURM and Kubernetes get names of their own, so no launcher replaces another."""
-    folder, name = os.path.split(plan.script)
-    stem = os.path.splitext(name)[0]
     if plan.scheduler == "kubernetes":
-        return os.path.join(folder, f"{stem}_{plan.target}_pytorchjob.yaml")
+        folder, name = os.path.split(plan.script)
+        return os.path.join(folder, f"{os.path.splitext(name)[0]}_{plan.target}_pytorchjob.yaml")
     suffix = "_slurm" if plan.scheduler == "slurm" else ""
     if plan.scheduler == "none" and plan.nnodes > 1 and LAUNCHER[plan.target] == "torchrun":
         suffix = f"_{plan.nnodes}nodes"
     if plan.hosts or plan.hostfile:
         suffix = "_hosts"
-    return os.path.join(folder, f"run_{stem}_{plan.target}{suffix}.sh")
+    return beside(plan.script, plan.target, suffix)
 
 
-def beside(script: str, target: str) -> str:
-    """run_<stem>_<target>.sh beside the script: the one-node launcher's name."""
+def beside(script: str, target: str, suffix: str = "") -> str:
+    """run_<stem>_<target><suffix>.sh beside the script (no suffix: the one-node launcher's name)."""
     folder, name = os.path.split(script)
-    return os.path.join(folder, f"run_{os.path.splitext(name)[0]}_{target}.sh")
+    return os.path.join(folder, f"run_{os.path.splitext(name)[0]}_{target}{suffix}.sh")
 
 
 def out_path(plan: LaunchPlan) -> str:
