@@ -435,6 +435,9 @@ def main() -> None:
             _stderr(json.dumps([entry], indent=2) + "\n")
         else:
             error.show()
+            if type(error).__name__ == "NoSuchOption" and sys.argv[1:2] == ["launch"]:
+                _error("arguments for the training script go after `--`, e.g. "
+                       "migrate launch ddp train.py --nnodes 2 -- --epochs 3")
         sys.exit(error.exit_code)
     except typer.Abort:
         _error("interrupted")

@@ -11,6 +11,7 @@ written by PyYAML, so it parses.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import shlex
@@ -104,12 +105,20 @@ def problems(plan: LaunchPlan) -> list[OptionProblem]:
 
 
 def _name_problems(plan: LaunchPlan) -> list[OptionProblem]:
-    """Names written into a shell line or a comment: no control characters (a newline starts a command)."""
+    """Names written into a shell line or a comment: no control characters (a newline starts a command);
+    --out a file name that is neither a folder nor the hostfile the launcher reads."""
     found = []
     for flag, value in (("SCRIPT", plan.script), ("--out", plan.out), ("--hostfile", plan.hostfile)):
         reason = unsafe_name_reason(value) if value is not None else None
+        if value == "":
+            reason = "is empty"
         if reason is not None:
             found.append(OptionProblem(flag, f"{printable(value or '')!r}: the name {reason}; rename it"))
+    if plan.out and plan.out.endswith(("/", os.sep)):
+        found.append(OptionProblem("--out", f"{printable(plan.out)!r} names a folder: give a file name, e.g. "
+                                   f"{printable(os.path.join(plan.out, os.path.basename(default_out(plan))))}"))
+    elif plan.out and plan.hostfile and os.path.realpath(plan.out) == os.path.realpath(plan.hostfile):
+        found.append(OptionProblem("--out", "is the hostfile the launcher reads: give another file name"))
     return found
 
 
@@ -282,6 +291,8 @@ def read_hostfile(path: str, target: str = "deepspeed") -> list[tuple[str, int]]
 
 def render(plan: LaunchPlan) -> list[Artifact]:
     """The launcher a plan describes, and the hostfile --hosts asks the deepspeed launcher for."""
+    if plan.nproc_per_node.isdigit():  # 010 is 10 to torchrun, but 8 to bash arithmetic
+        plan = dataclasses.replace(plan, nproc_per_node=str(int(plan.nproc_per_node)))
     out = out_path(plan)
     if plan.scheduler == "kubernetes":
         from migrate.kubernetes import pytorchjob_manifest

@@ -28,10 +28,10 @@ Target = Annotated[Optional[str], typer.Argument(metavar="TARGET", hidden=True, 
 Script = Annotated[Optional[str], typer.Argument(metavar="SCRIPT", hidden=True, show_default=False)]
 ScriptArgs = Annotated[Optional[list[str]], typer.Argument(metavar="[-- SCRIPT_ARGS...]", hidden=True, show_default=False)]
 Nnodes = Annotated[int, typer.Option("--nnodes", metavar="N", help="Nodes (machines) the job runs on.")]
-Nproc = Annotated[str, typer.Option("--nproc-per-node", metavar="N", help="Processes per node: a number, 'gpu' (one per GPU) or 'auto' (one per GPU; on a host without GPUs, one per CPU core). SLURM and Kubernetes need a number.")]
+Nproc = Annotated[str, typer.Option("--nproc-per-node", metavar="N", help="Processes per node: a number, 'gpu' (one per GPU) or 'auto' (torchrun and horovodrun: one per GPU, on a host without GPUs one per CPU core; the deepspeed launcher: every GPU, on a host without GPUs one per NUMA node). SLURM and Kubernetes need a number.")]
 Scheduler = Annotated[str, typer.Option("--scheduler", metavar="none|slurm|kubernetes", help="none: a shell script you run on each node; slurm: an sbatch script; kubernetes: a Kubeflow PyTorchJob manifest (ddp, fsdp).")]
 MasterAddr = Annotated[Optional[str], typer.Option("--master-addr", metavar="HOST", help="Several nodes started by hand: the first node's address, the launcher's default for MASTER_ADDR.")]
-MasterPort = Annotated[Optional[int], typer.Option("--master-port", metavar="PORT", help="The rendezvous port, the launcher's default for MASTER_PORT (default 29500; one torchrun node: a free port unless MASTER_PORT is set).")]
+MasterPort = Annotated[Optional[int], typer.Option("--master-port", metavar="PORT", help="The rendezvous port, the launcher's default for MASTER_PORT (default 29500; one torchrun node: a free port unless MASTER_PORT is set; SLURM: 20000 + the job id mod 20000).")]
 Hosts = Annotated[Optional[str], typer.Option("--hosts", metavar="HOST:N,...", help="deepspeed, horovod: the hosts and their process counts (HOST alone: 1; deepspeed: a hostfile is written beside the launcher). Example: --hosts node1:8,node2:8")]
 Hostfile = Annotated[Optional[str], typer.Option("--hostfile", metavar="PATH", help="deepspeed, horovod: an existing hostfile of `HOST slots=N` lines.")]
 RdzvBackend = Annotated[str, typer.Option("--rdzv-backend", metavar="c10d|static", help="torchrun on several nodes: c10d (the node at MASTER_ADDR hosts the rendezvous, node ranks are given there) or static (each node sets NODE_RANK).")]
@@ -70,6 +70,8 @@ def launch(target: Target = None, script: Script = None, script_args: ScriptArgs
     if list_all:
         _print_list()
         raise typer.Exit(EXIT_OK)
+    if hosts is not None and not any(h.strip() for h in hosts.split(",")):
+        raise typer.BadParameter(f"{hosts!r} names no host: write HOST:N,HOST:N", param_hint="--hosts")
     if target is None or script is None:
         raise typer.BadParameter("give TARGET and SCRIPT, e.g. `migrate launch ddp train.py` (or --list)",
                                  param_hint="TARGET SCRIPT")

@@ -92,6 +92,9 @@ def _problem(output: Output, scripts: dict[str, str], claimed: dict[str, Output]
                               f"name there (check {option})")
         other = claimed.get(real)
         if other is not None and other.data != output.data:
+            if launch:
+                return InputError(output.path, 0, 0, "the launcher and its hostfile would both be this file: give "
+                                  "--out another name")
             return InputError(output.path, 0, 0, f"{other.script} and {output.script} would both write this file, with "
                               "different contents; convert them in separate runs with different --config-out "
                               "names")

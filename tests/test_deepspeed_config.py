@@ -97,11 +97,11 @@ def test_several_nodes_get_a_hostfile_and_a_multi_node_launcher(tmp_path: Path) 
     result = migrate("to-deepspeed", "--write", "--hosts", "node1:8,node2:4", "--config-out", "conf/ds.json", "train.py", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "hostfile").read_text() == "node1 slots=8\nnode2 slots=4\n"
-    launcher = (tmp_path / "run_train_deepspeed.sh").read_text()
+    launcher = (tmp_path / "run_train_deepspeed_hosts.sh").read_text()
     assert "--num_nodes 2" in launcher and "MASTER_ADDR:-node1" in launcher
     assert json.loads((tmp_path / "conf" / "ds.json").read_text())["zero_optimization"]["stage"] == 2
     assert '"conf/ds.json"' in (tmp_path / "train.py").read_text()
-    subprocess.run(["bash", "-n", str(tmp_path / "run_train_deepspeed.sh")], check=True)
+    subprocess.run(["bash", "-n", str(tmp_path / "run_train_deepspeed_hosts.sh")], check=True)
 
 
 def test_the_launcher_accepts_local_rank(tmp_path: Path) -> None:

@@ -104,7 +104,9 @@ def run_with_stand_ins(launcher: Path, args: list[str], env: dict[str, str], tmp
         tool.chmod(0o755)
     log = tmp / "argv.log"
     log.write_bytes(b"")
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("MASTER_", "SLURM_", "NPROC", "NUM_"))}
+    clean = {k: v for k, v in os.environ.items()
+             if not k.startswith(("MASTER_", "SLURM_", "NPROC", "NUM_", "PET_"))
+             and k not in ("NODE_RANK", "RDZV_ID", "CUDA_VISIBLE_DEVICES", "PYTHON")}
     done = subprocess.run(["bash", str(launcher), *args], cwd=launcher.parent,
                           env={**clean, **env, "ARGV_LOG": str(log), "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"},
                           capture_output=True, text=True, timeout=60)
@@ -238,7 +240,7 @@ def remake_line(text: str) -> str:
 @pytest.mark.parametrize(("command", "launcher"), [
     (["to-ddp", "--write", "--nproc-per-node", "4"], "run_train_ddp.sh"),
     (["to-fsdp", "--write"], "run_train_fsdp.sh"),
-    (["to-deepspeed", "--write", "--hosts", "node1:8,node2:8"], "run_train_deepspeed.sh"),
+    (["to-deepspeed", "--write", "--hosts", "node1:8,node2:8"], "run_train_deepspeed_hosts.sh"),
     (["to-horovod", "--write", "--nproc-per-node", "2"], "run_train_horovod.sh"),
     (["launch", "ddp", "--scheduler", "slurm", "--nproc-per-node", "8", "--time", "1:00:00", "--", "--lr", "a b"],
      "run_train_ddp_slurm.sh"),
@@ -301,12 +303,28 @@ def test_a_launcher_re_makes_itself_from_its_header(command: list[str], launcher
     (["ddp", "train.py", "--cpus-per-node", "8"], "--cpus-per-node: is a SLURM option"),
     (["ddp", "train.py", "--out", "train.py"], "it is the script itself (check --out)"),
     (["ddp", "train.py", "--out", "."], "is a folder; the file generated for train.py needs a file name there (check --out)"),
+    (["ddp", "train.py", "--out", "newdir/"], "--out: 'newdir/' names a folder: give a file name, e.g. newdir/run_train_ddp.sh"),
+    (["horovod", "train.py", "--hostfile", "hosts", "--out", "hosts", "--force"], "--out: is the hostfile the launcher reads"),
+    (["horovod", "train.py", "--hosts", " , "], "--hosts: ' , ' names no host"),
+    (["horovod", "train.py", "--hostfile", ""], "--hostfile: '': the name is empty"),
+    (["deepspeed", "train.py", "--hosts", "a:2,b:2", "--out", "hostfile"], "the launcher and its hostfile would both be this file"),
+    (["ddp", "train.py", "--epochs", "3"], "arguments for the training script go after `--`"),
 ])
 def test_what_cannot_be_launched_is_refused_by_option(args: list[str], said: str, project: Path) -> None:
+    (project / "hosts").write_text("node1 slots=2\n")
     result = migrate("launch", *args, cwd=project)
     assert result.returncode == 2
     assert said in " ".join(result.stderr.split()), result.stderr
-    assert sorted(p.name for p in project.iterdir()) == ["train.py"]
+    assert sorted(p.name for p in project.iterdir()) == ["hosts", "train.py"]
+    assert (project / "hosts").read_text() == "node1 slots=2\n"
+
+
+def test_a_process_count_is_written_as_a_plain_number(project: Path) -> None:
+    """010 is 10 to horovodrun and SLURM but 8 to bash arithmetic: the launcher says 10 everywhere."""
+    result = migrate("launch", "horovod", "train.py", "--scheduler", "slurm", "--nnodes", "2", "--nproc-per-node",
+                     "010", "--out", "-", cwd=project)
+    assert result.returncode == 0, result.stderr
+    assert "-np $((10 * SLURM_JOB_NUM_NODES))" in result.stdout and "010" not in result.stdout
 
 
 def test_a_missing_script_is_an_error(project: Path) -> None:

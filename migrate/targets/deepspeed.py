@@ -74,12 +74,10 @@ def _offload(device: str, nvme_path: str) -> dict[str, object] | None:
 
 def deepspeed_artifacts(script_path: str, ctx: Context) -> list[Artifact]:
     """The config, then the launcher (and the hostfile --hosts asks for), rendered by migrate.launch."""
-    from migrate.launch import LaunchPlan, beside, render as render_launcher
+    from migrate.launch import LaunchPlan, render as render_launcher
 
     config = Artifact(path=config_path(script_path, ctx), text=ds_config_text(ctx))
-    hosts = ctx.options.hosts
-    out = beside(script_path, "deepspeed") if hosts else None  # the one name to-deepspeed writes
-    return [config, *render_launcher(LaunchPlan(target="deepspeed", script=script_path, hosts=hosts, out=out))]
+    return [config, *render_launcher(LaunchPlan(target="deepspeed", script=script_path, hosts=ctx.options.hosts))]
 
 
 def conversion() -> Conversion:

@@ -55,11 +55,10 @@ MAINTENANCE = ("Horovod's last release is 0.28.1 (2023): it does not build again
 
 def horovodrun_launcher(script_path: str, ctx) -> list[Artifact]:  # type: ignore[no-untyped-def]
     """run_<script>_horovod.sh: horovodrun on this node, or on the hosts --hosts names (migrate.launch)."""
-    from migrate.launch import LaunchPlan, beside, render
+    from migrate.launch import LaunchPlan, render
 
-    hosts = ctx.options.hosts
     return render(LaunchPlan(target="horovod", script=script_path, nproc_per_node=ctx.options.nproc_per_node,
-                             hosts=hosts, out=beside(script_path, "horovod") if hosts else None))
+                             hosts=ctx.options.hosts))
 
 
 def conversion() -> Conversion:
