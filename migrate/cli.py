@@ -22,6 +22,7 @@ from typing import Annotated, Optional
 import typer
 from typer.core import TyperCommand
 
+from migrate.launch_command import launch
 from migrate.model import FileResult, InputError, Options
 from migrate.targets import REGISTRY, available, targets
 from migrate.targets.base import Target
@@ -209,14 +210,8 @@ def verify(
     raise typer.Exit(result.exit_code)
 
 
-def _launch_command() -> None:
-    from migrate.launch_command import launch
-
-    app.command("launch", cls=PlainUsage, short_help="Write the launcher for a converted script: one node, several, "
-                "SLURM or Kubernetes.")(launch)
-
-
-_launch_command()
+app.command("launch", cls=PlainUsage, short_help="Write the launcher for a converted script: one node, several, "
+            "SLURM or Kubernetes.")(launch)
 
 for _target in REGISTRY:
     if not _target.available:

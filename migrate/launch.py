@@ -18,7 +18,7 @@ import shlex
 from dataclasses import dataclass
 
 from migrate.model import Artifact, InputError
-from migrate.options import MAX_PROCESSES, OptionProblem, host_slots, hosts_problems
+from migrate.options import MAX_PROCESSES, OptionProblem, host_slots, hosts_problems, nproc_problems
 from migrate.sources import printable, unsafe_name_reason
 from migrate.templating import render as render_template
 
@@ -123,15 +123,11 @@ def _name_problems(plan: LaunchPlan) -> list[OptionProblem]:
 
 
 def _nproc_problems(plan: LaunchPlan) -> list[OptionProblem]:
-    value = plan.nproc_per_node
-    number = value.isascii() and value.isdigit() and len(value) <= 4 and 0 < int(value) <= MAX_PROCESSES
-    if not number and value not in ("auto", "gpu"):
-        return [OptionProblem("--nproc-per-node", f"{value[:40]!r}: give a number from 1 to {MAX_PROCESSES}, "
-                              "'gpu' or 'auto'")]
-    if not number and plan.scheduler != "none":
-        return [OptionProblem("--nproc-per-node", f"{plan.scheduler} needs a number: the job requests the GPUs "
-                              "(or CPUs) its processes use. Example: --nproc-per-node 8")]
-    return []
+    found = nproc_problems(plan.nproc_per_node)
+    if not found and not plan.nproc_per_node.isdigit() and plan.scheduler != "none":
+        found.append(OptionProblem("--nproc-per-node", f"{plan.scheduler} needs a number: the job requests the GPUs "
+                                   "(or CPUs) its processes use. Example: --nproc-per-node 8"))
+    return found
 
 
 def _node_problems(plan: LaunchPlan) -> list[OptionProblem]:
@@ -191,9 +187,6 @@ def _host_problems(plan: LaunchPlan) -> list[OptionProblem]:
     if plan.scheduler != "none":
         return [OptionProblem(flag, f"{plan.scheduler} allocates the nodes: give --nnodes")]
     found = hosts_problems(plan.hosts) + _pdsh_problems(plan)
-    names = [host for host, _slots in host_slots(plan.hosts)] if not found else []
-    found += [OptionProblem("--hosts", f"{name} is named twice; give each host once")
-              for name in sorted({n for n in names if names.count(n) > 1})]
     count = len(plan.hosts)
     if plan.hostfile:
         try:
@@ -297,7 +290,7 @@ def render(plan: LaunchPlan) -> list[Artifact]:
     if plan.scheduler == "kubernetes":
         from migrate.kubernetes import pytorchjob_manifest
 
-        return [Artifact(path=out, text=pytorchjob_manifest(plan, header_lines(plan)))]
+        return [Artifact(path=out, text=pytorchjob_manifest(plan))]
     artifacts: list[Artifact] = []
     values = _shell_values(plan, out)
     if plan.target == "deepspeed" and plan.hosts and plan.scheduler == "none":

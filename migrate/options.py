@@ -53,7 +53,7 @@ def problems(target: str, options: Options) -> list[OptionProblem]:
         known = ", ".join(name for name, t in targets().items() if t.available)
         return [OptionProblem("target", f"{target!r} is not a target this version converts to (choose {known})")]
     found = _unused(target, spec.uses, options)
-    found += _nproc(options.nproc_per_node)
+    found += nproc_problems(options.nproc_per_node)
     if options.keep_global_batch and options.scale_lr:
         found.append(OptionProblem("--keep-global-batch/--scale-lr", "--scale-lr raises the learning rate for a "
                                    "global batch that grows with the world size, and --keep-global-batch keeps the "
@@ -79,7 +79,7 @@ def _unused(target: str, used: frozenset[str], options: Options) -> list[OptionP
     ]
 
 
-def _nproc(value: str) -> list[OptionProblem]:
+def nproc_problems(value: str) -> list[OptionProblem]:
     if value in ("auto", "gpu") or (value.isascii() and value.isdigit() and len(value) <= 4 and 0 < int(value) <= MAX_PROCESSES):
         return []
     return [OptionProblem("--nproc-per-node", f"{value[:40]!r}: give a number from 1 to {MAX_PROCESSES}, 'gpu' or 'auto'")]
@@ -104,6 +104,10 @@ def hosts_problems(hosts: tuple[str, ...]) -> list[OptionProblem]:
                                        f"GPUS from 1 to {MAX_PROCESSES})"))
         elif ":" in host and int(host.split(":")[1]) > MAX_PROCESSES:
             found.append(OptionProblem("--hosts", f"{host!r}: at most {MAX_PROCESSES} GPUs per host"))
+    if not found:  # DeepSpeed refuses a hostfile that names a host twice
+        names = [host for host, _slots in host_slots(hosts)]
+        found += [OptionProblem("--hosts", f"{name} is named twice; give each host once")
+                  for name in sorted({n for n in names if names.count(n) > 1})]
     return found
 
 
