@@ -19,8 +19,10 @@ For each shape and size it prints the lines, the seconds `migrate_source(code, t
 ms per 1k lines, the same for libcst's parse + code generation (`cst.parse_module(code).code`),
 and the ratio of the two. Linear conversion shows as a flat ms/1k-lines column. A conversion
 that is skipped or changes nothing is flagged: it would not be measuring the full pipeline.
+With --diff, a last column gives the seconds printing the diff takes (before its lines were
+matched patience-style, long_loop at 20k lines took 14 s there; see migrate/report.py).
 
-Run: .venv/bin/python benchmarks/scale.py [--sizes 1000,5000] [--target ddp] [--shapes chain,classes] [--repeat 3]
+Run: .venv/bin/python benchmarks/scale.py [--sizes 1000,5000] [--target ddp] [--shapes chain,classes] [--repeat 3] [--diff]
 The default (sizes 1k, 5k, 20k, 50k; ddp on every shape, deepspeed on `module` too; best of 3
 up to 5k lines, one run above) takes about 4 minutes on a 2-core machine, most of it in the
 50k-line files: libcst alone needs 5-10 s to parse and print one of those. Even when every pass
@@ -41,6 +43,7 @@ import libcst as cst
 
 from migrate.api import _collector_paused, migrate_source
 from migrate.model import FileResult
+from migrate.report import result_diff
 
 HEADER = '''"""Generated training script ({shape}, about {lines} lines)."""
 import argparse
@@ -232,8 +235,9 @@ def seconds(action: Callable[[], object]) -> float:
         return time.perf_counter() - start
 
 
-def measure(shape: str, lines: int, target: str, repeat: int) -> None:
-    """One row: the best of `repeat` runs each of parse+codegen and of the conversion, interleaved."""
+def measure(shape: str, lines: int, target: str, repeat: int, diff: bool = False) -> None:
+    """One row: the best of `repeat` runs each of parse+codegen and of the conversion, interleaved;
+    with `diff`, also the seconds printing the diff takes (migrate.report.result_diff)."""
     code = script(shape, lines)
     count = code.count("\n")
     results: list[FileResult] = []
@@ -247,9 +251,10 @@ def measure(shape: str, lines: int, target: str, repeat: int) -> None:
         return
     result = results[-1]
     flag = "" if not result.skipped and result.new != result.old else "  (NOT CONVERTED: skipped or unchanged)"
+    shown = f" {seconds(lambda: result_diff(result)):7.2f}" if diff else ""
     print(
         f"{shape:10} {target:9} {count:7d} {convert:9.2f} {convert * 1e6 / count:10.1f} "
-        f"{baseline:9.2f} {baseline * 1e6 / count:10.1f} {convert / baseline:6.2f}{flag}",
+        f"{baseline:9.2f} {baseline * 1e6 / count:10.1f} {convert / baseline:6.2f}{shown}{flag}",
         flush=True,
     )
 
@@ -265,17 +270,18 @@ def main() -> None:
     parser.add_argument("--target", default=None, help="ddp or deepspeed (default: ddp everywhere, deepspeed on `module` too)")
     parser.add_argument("--shapes", default=",".join(DEFAULT_SHAPES), help="comma separated: " + ", ".join(SHAPES))
     parser.add_argument("--repeat", type=int, default=3, help="best of N runs for files up to 5k lines (bigger: one run)")
+    parser.add_argument("--diff", action="store_true", help="also time printing the diff (a last column, diff s)")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     shapes = args.shapes.split(",")
     runs = [(shape, args.target or "ddp") for shape in shapes]
     if args.target is None and "module" in shapes:
         runs.append(("module", "deepspeed"))
-    print(f"{'shape':10} {'target':9} {'lines':>7} {'convert s':>9} {'ms/1k ln':>10} {'parse+gen':>9} {'ms/1k ln':>10} {'ratio':>6}")
+    print(f"{'shape':10} {'target':9} {'lines':>7} {'convert s':>9} {'ms/1k ln':>10} {'parse+gen':>9} {'ms/1k ln':>10} {'ratio':>6}" + (f" {'diff s':>7}" if args.diff else ""))
     for shape, target in runs:
         warm_up(shape, target)
         for lines in sizes:
-            measure(shape, lines, target, args.repeat if lines <= 5000 else 1)
+            measure(shape, lines, target, args.repeat if lines <= 5000 else 1, args.diff)
 
 
 if __name__ == "__main__":

@@ -1,9 +1,12 @@
 """The library API: convert source text, or files on disk, to a target.
 
-`migrate_source` is pure (text in, FileResult out). `migrate_paths` adds choosing the files
-(migrate.paths), reading them (migrate.sources: encoding cookies, regular files only) and turning
-any failure in one file into an error for that file. Writing is migrate.writing. libcst is
-imported only here and below, on first use, so the CLI starts fast.
+`migrate_source` is pure (text in, FileResult out), except that before parsing it refuses a file
+whose syntax tree would not fit in the memory left (migrate.sources.check_memory), and it lets
+CPython's compiler check the text first, so what CPython refuses is the input's error, in its
+words. `migrate_paths` adds choosing the files (migrate.paths), reading them (migrate.sources:
+encoding cookies, regular files only) and turning any failure in one file into an error for that
+file. Writing is migrate.writing. libcst is imported only here and below, on first use, so the
+CLI starts fast.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from migrate.model import FileResult, InputError, Options
 from migrate.options import OptionsError
 from migrate.options import check as check_options
 from migrate.paths import select
-from migrate.sources import read
+from migrate.sources import check_memory, read
 
 T = TypeVar("T")
 
@@ -52,6 +55,7 @@ def migrate_source(code: str, target: str, options: Options | None = None, path:
         _check_syntax(code, path)
         imported = {m: m for m in re.findall(r"^\s*(?:from|import)\s+([A-Za-z_]\w*)", code, re.MULTILINE)}
         return _skipped(path, code, "MIG002", _no_backward_message(imported))
+    check_memory(path, code)  # libcst aborts the process when it runs out of memory
     _check_syntax(code, path)
     try:
         module = cst.parse_module(code)
@@ -175,11 +179,16 @@ def _no_backward_message(imports: dict[str, str]) -> str:
 
 
 def _check_syntax(code: str, path: str) -> None:
-    """CPython's own parser first: its messages and positions are the ones users know."""
-    import ast
+    """CPython's own compiler first, so its messages and positions are the ones users know: what
+    its parser refuses, and what only its compiler does (`return` outside a function, `nonlocal`
+    at module level, `break` outside a loop, two parameters of one name, two starred targets),
+    which libcst parses without a word. Its warnings (`is` with a literal) are not ours to print."""
+    import warnings
 
     try:
-        compile(code, path, "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            compile(code, path, "exec", dont_inherit=True)
     except SyntaxError as error:
         raise InputError(path, error.lineno or 0, error.offset or 0, f"syntax error: {error.msg}") from None
 

@@ -1,7 +1,8 @@
 """The `migrate` command line: one command per target, sharing one contract.
 
 By default a command prints a unified diff (the converted scripts plus the files it would
-create) and writes nothing; `--write` applies it; `--check` only says which files would change.
+create) and writes nothing; `--write` applies it, all files or none; `--check` only says which
+files would change, and what `--write` would refuse.
 Findings go to stderr as `path:line:col: severity: MIGnnn message`. The exit status is a sum of
 flags, so a run with both says both: 1 `--check` found files to convert, 2 an error (bad input or
 options, a file that could not be converted, an internal error); 0 neither, 3 both.
@@ -56,7 +57,7 @@ class PlainUsage(TyperCommand):
         pieces = [self.options_metavar] if self.options_metavar else []
         return pieces + [param.metavar for param in self.params if param.param_type_name == "argument" and param.metavar]
 Write = Annotated[bool, typer.Option("--write", help="Rewrite the files in place and create the launch script (atomically).")]
-Check = Annotated[bool, typer.Option("--check", help="Write nothing; list the files that would change; exit 1 if any.")]
+Check = Annotated[bool, typer.Option("--check", help="Write nothing; list the files that would change; exit 1 if any (plus 2 if --write would refuse one).")]
 Exclude = Annotated[Optional[list[str]], typer.Option("--exclude", metavar="GLOB", help="Skip files a folder search finds whose path (relative to the folder) or any folder on the way matches GLOB; repeatable. Example: --exclude 'tests' --exclude '*_old.py'")]
 ReportFormat = Annotated[str, typer.Option("--report", metavar="FORMAT", help="How findings are printed on stderr: text, markdown or json.")]
 
@@ -173,14 +174,14 @@ def verify(
     gpu: Annotated[bool, typer.Option("--gpu", help="Run on the GPUs (NCCL, one process per GPU) instead of the CPU with gloo.")] = False,
     zero: Zero = 2,
     report: Annotated[str, typer.Option("--report", metavar="FORMAT", help="text, markdown or json (on stdout).")] = "text",
-    keep: Annotated[Optional[str], typer.Option("--keep", metavar="FOLDER", help="Keep the copies and per-rank records in FOLDER.")] = None,
+    keep: Annotated[Optional[str], typer.Option("--keep", metavar="FOLDER", help="Keep the copies and per-rank records in FOLDER (a new or empty folder, not one that holds the script's folder).")] = None,
 ) -> None:
     """Prove a conversion on your own script: run the original and the converted script, compare.
     SCRIPT: the single-GPU training script; SCRIPT_ARGS (after `--`): its arguments.
 
-    Converts SCRIPT into a temporary copy of its folder (your files are only read), runs the
-    original as one process and the converted script with --nproc processes under the target's
-    launcher (torchrun; the deepspeed launcher; horovodrun), on the CPU with gloo, for --steps optimizer steps
+    Converts SCRIPT into a private copy of its folder (your files are only read; a write through a
+    link goes to a copy), runs the original as one process and the converted script with --nproc
+    processes under the target's launcher (torchrun; the deepspeed launcher; horovodrun), on the CPU with gloo, for --steps optimizer steps
     each. Checks: every rank reaches the steps; no rank hangs (its stack is shown); parameters stay
     identical across ranks; ranks see different samples; output and files come from rank 0 only;
     checkpoints keep the original's state-dict layout. Exit 0 passed, 1 a check failed, 2 could not
@@ -205,9 +206,21 @@ def verify(
         result = run_verify(script, options)
     except InputError as error:
         _error(str(error))
+        if report != "text":  # a tool reading stdout gets the error as a report too
+            sys.stdout.write(RENDER[report](_verify_error(script, target, str(error))))
         raise typer.Exit(EXIT_BAD_INPUT) from None
+    except KeyboardInterrupt as interrupt:  # Ctrl-C, or SIGTERM/SIGHUP (Interrupted): everything started is gone
+        _error(f"verify interrupted: its processes were stopped{'' if keep else ' and its work folder removed'}")
+        raise typer.Exit(128 + getattr(interrupt, "signum", 2)) from None
     sys.stdout.write(RENDER[report](result))
     raise typer.Exit(result.exit_code)
+
+
+def _verify_error(script: str, target: str, message: str):  # type: ignore[no-untyped-def]
+    """The report of a verification that could not run (VerifyResult, imported when verify runs)."""
+    from migrate.verify.checks import VerifyResult
+
+    return VerifyResult.cannot_run(script, target, message)
 
 
 app.command("launch", cls=PlainUsage, short_help="Write the launcher for a converted script: one node, several, "
@@ -251,6 +264,7 @@ def run(target: str, paths: list[str], options: Options, write: bool, check: boo
     if check:
         out.stdout_lines([out.name(r.path) for r in changed])
         status |= EXIT_WOULD_CHANGE if changed else EXIT_OK
+        status |= _check_refusals(changed, out)
     elif write:
         if status == EXIT_OK:
             status = _write_all(changed, out)
@@ -280,8 +294,18 @@ def _print_diff(changed: list[FileResult], out: "Output") -> int:
     return EXIT_OK
 
 
+def _check_refusals(changed: list[FileResult], out: "Output") -> int:
+    """`--check` plans the write as `--write` would: each refusal is an error naming the file."""
+    from migrate import writing
+
+    problems = writing.plan(changed).problems
+    out.errors.extend(InputError(p.path, p.line, p.col, f"--write would refuse: {p.message}") for p in problems)
+    return EXIT_BAD_INPUT if problems else EXIT_OK
+
+
 def _write_all(changed: list[FileResult], out: "Output") -> int:
-    """Check every output first; write nothing if any is refused; then each script's files."""
+    """Check every output first; write nothing if any is refused; then every file of every script
+    as one unit (migrate.writing): a failure leaves every file as it was."""
     from migrate import writing
 
     plan = writing.plan(changed)
@@ -291,16 +315,12 @@ def _write_all(changed: list[FileResult], out: "Output") -> int:
         return EXIT_BAD_INPUT
     for note in plan.notes:
         out.note("", note)
+    try:
+        writing.write([output for batch in plan.batches for output in batch])
+    except InputError as error:
+        out.errors.append(error)
+        return EXIT_BAD_INPUT
     for result, batch in zip(changed, plan.batches):
-        try:
-            writing.write(batch)
-        except InputError as error:
-            out.errors.append(error)
-            return EXIT_BAD_INPUT
-        except OSError as error:
-            out.errors.append(InputError(result.path, 0, 0, f"cannot write {error.filename or 'a file'}: "
-                                         f"{error.strerror}; this script and the ones after it were not written"))
-            return EXIT_BAD_INPUT
         created = ", ".join(out.name(o.path) for o in batch if o.path != result.path)
         out.stdout_lines([f"converted {out.name(result.path)}" + (f"; wrote {created}" if created else "")])
     return EXIT_OK

@@ -6,7 +6,10 @@ names). What each target can be started by is `SCHEDULERS`; `problems` says, opt
 a plan asks that its launcher cannot do. Shell scripts come from templates/launch/ (every path and
 argument quoted by jinja2's `shquote`; what stands inside double quotes, a host name or the job id,
 is checked or cleaned to letters, digits and `._:-` first); the Kubernetes manifest is a dict
-written by PyYAML, so it parses.
+written by PyYAML, so it parses. Every check matches the whole value (`fullmatch`: a `$` anchor
+lets a trailing newline through); script arguments may hold anything but a NUL or an undecodable
+byte. A --hostfile is read as a script is (migrate.sources.read_regular_file): a FIFO or a device is
+refused before it is opened, and its size is capped.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from dataclasses import dataclass
 
 from migrate.model import Artifact, InputError
 from migrate.options import MAX_PROCESSES, OptionProblem, host_slots, hosts_problems, nproc_problems
-from migrate.sources import printable, unsafe_name_reason
+from migrate.sources import printable, read_regular_file, unsafe_name_reason
 from migrate.templating import render as render_template
 
 # target -> the schedulers its converted script can be launched under, and the launcher itself
@@ -31,9 +34,12 @@ SCHEDULERS: dict[str, tuple[str, ...]] = {
 }
 LAUNCHER = {"ddp": "torchrun", "fsdp": "torchrun", "deepspeed": "deepspeed", "horovod": "horovodrun"}
 RDZV_BACKENDS = ("c10d", "static")
-SLURM_VALUE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:,-]{0,63}$")  # a partition name, a time limit
+SLURM_VALUE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:,-]{0,63}")  # a partition name, a time limit
 JOB_NAME_MAX = 47  # + "-worker-" + up to 8 digits: a DNS-1035 label (63)
-IMAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@-]{0,254}$")
+IMAGE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@-]{0,254}")
+MASTER_ADDR = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,252}")
+HOSTFILE_LINE = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]*)\s+slots=([1-9][0-9]{0,3})")
+MAX_HOSTFILE_BYTES = 1024 * 1024  # 4096 hosts of 253 characters fit
 
 
 @dataclass(frozen=True)
@@ -99,8 +105,8 @@ def problems(plan: LaunchPlan) -> list[OptionProblem]:
             return [OptionProblem("--scheduler", f"{plan.scheduler!r}: choose none, slurm or kubernetes")]
         return [OptionProblem("--scheduler", f"{plan.target} has no {plan.scheduler} launcher (choose "
                               f"{' or '.join(SCHEDULERS[plan.target])}); `migrate launch --list` shows every one")]
-    found = _name_problems(plan) + _nproc_problems(plan) + _node_problems(plan) + _address_problems(plan)
-    found += _host_problems(plan) + _scheduler_problems(plan)
+    found = _name_problems(plan) + _argument_problems(plan) + _nproc_problems(plan) + _node_problems(plan)
+    found += _address_problems(plan) + _host_problems(plan) + _scheduler_problems(plan)
     return found
 
 
@@ -113,13 +119,33 @@ def _name_problems(plan: LaunchPlan) -> list[OptionProblem]:
         if value == "":
             reason = "is empty"
         if reason is not None:
-            found.append(OptionProblem(flag, f"{printable(value or '')!r}: the name {reason}; rename it"))
+            found.append(OptionProblem(flag, f"{quoted(value or '')}: the name {reason}; rename it"))
     if plan.out and plan.out.endswith(("/", os.sep)):
         found.append(OptionProblem("--out", f"{printable(plan.out)!r} names a folder: give a file name, e.g. "
                                    f"{printable(os.path.join(plan.out, os.path.basename(default_out(plan))))}"))
     elif plan.out and plan.hostfile and os.path.realpath(plan.out) == os.path.realpath(plan.hostfile):
         found.append(OptionProblem("--out", "is the hostfile the launcher reads: give another file name"))
     return found
+
+
+def quoted(value: str, limit: int = 60) -> str:
+    """A value in a message: Python's quoted form, escaped to ASCII where it holds what a terminal
+    should not be sent (a control character, an undecodable byte)."""
+    value = value[:limit]
+    return repr(value) if unsafe_name_reason(value) is None else ascii(value)
+
+
+def _argument_problems(plan: LaunchPlan) -> list[OptionProblem]:
+    """Script arguments are quoted, so any character arrives as given, except two no launcher can hold:
+    a NUL (no command line carries one) and bytes that are not UTF-8 (the launcher is UTF-8 text)."""
+    for argument in plan.script_args:
+        if "\0" in argument:
+            return [OptionProblem("SCRIPT_ARGS", f"{quoted(argument)}: holds a NUL character, which no command "
+                                  "line can carry")]
+        if any("\ud800" <= char <= "\udfff" for char in argument):  # how Python holds an undecodable byte
+            return [OptionProblem("SCRIPT_ARGS", f"{quoted(argument)}: is not valid UTF-8; the launcher is a "
+                                  "UTF-8 text file")]
+    return []
 
 
 def _nproc_problems(plan: LaunchPlan) -> list[OptionProblem]:
@@ -158,7 +184,7 @@ def _address_problems(plan: LaunchPlan) -> list[OptionProblem]:
             found.append(OptionProblem("--master-port", "the training operator gives each pod the Master's port"))
     if plan.master_addr is None:
         return found
-    if not re.match(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,252}$", plan.master_addr):
+    if not MASTER_ADDR.fullmatch(plan.master_addr):
         reason = f"{plan.master_addr[:60]!r}: give a host name or an IP address (letters, digits, . _ - :)"
     elif plan.scheduler != "none":
         reason = f"under {plan.scheduler} the first node of the job is the master; it is not chosen here"
@@ -202,7 +228,7 @@ def _host_problems(plan: LaunchPlan) -> list[OptionProblem]:
     return found
 
 
-PLAIN_WORD = re.compile(r"^[A-Za-z0-9._/+=:,@%-]+$")
+PLAIN_WORD = re.compile(r"[A-Za-z0-9._/+=:,@%-]+")
 
 
 def _pdsh_problems(plan: LaunchPlan) -> list[OptionProblem]:
@@ -211,11 +237,11 @@ def _pdsh_problems(plan: LaunchPlan) -> list[OptionProblem]:
     if plan.target != "deepspeed":
         return []
     script = os.path.relpath(plan.script, os.path.dirname(out_path(plan)) or ".")
-    odd = [word for word in (script, *plan.script_args) if not PLAIN_WORD.match(word)]
+    odd = [word for word in (script, *plan.script_args) if not PLAIN_WORD.fullmatch(word)]
     if not odd:
         return []
     return [OptionProblem("SCRIPT" if odd[0] == script else "SCRIPT_ARGS",
-                          f"{printable(odd[0])[:60]!r}: the deepspeed launcher's pdsh joins the command into a remote "
+                          f"{quoted(odd[0])}: the deepspeed launcher's pdsh joins the command into a remote "
                           "shell line unquoted, so only plain words (letters, digits, . _ / + = : , @ % -) arrive "
                           "as given: rename it, or launch several nodes with --scheduler slurm")]
 
@@ -227,7 +253,7 @@ def _scheduler_problems(plan: LaunchPlan) -> list[OptionProblem]:
             if value is not None:
                 found.append(OptionProblem(flag, "is a SLURM option: add --scheduler slurm"))
     for flag, value in (("--partition", plan.partition), ("--time", plan.time)):
-        if value is not None and not SLURM_VALUE.match(value):
+        if value is not None and not SLURM_VALUE.fullmatch(value):
             found.append(OptionProblem(flag, f"{value[:40]!r}: letters, digits and . _ : , - only"))
     if plan.cpus_per_node is not None:
         if plan.scheduler != "slurm":
@@ -244,7 +270,7 @@ def _scheduler_problems(plan: LaunchPlan) -> list[OptionProblem]:
         if plan.image is None:
             found.append(OptionProblem("--image", "Kubernetes runs the script from a container image: name the "
                                        "one that holds it. Example: --image registry.example.com/team/train:1.0"))
-        elif not IMAGE.match(plan.image):
+        elif not IMAGE.fullmatch(plan.image):
             found.append(OptionProblem("--image", f"{plan.image[:60]!r}: not an image reference"))
     elif plan.image is not None:
         found.append(OptionProblem("--image", "is a Kubernetes option: add --scheduler kubernetes"))
@@ -254,17 +280,13 @@ def _scheduler_problems(plan: LaunchPlan) -> list[OptionProblem]:
 def read_hostfile(path: str, target: str = "deepspeed") -> list[tuple[str, int]]:
     """`HOST slots=N` lines, the format DeepSpeed and horovodrun share, as strict as the one that reads
     it: DeepSpeed skips blank lines and `#` comments, horovodrun reads every line as a host."""
-    try:
-        with open(path, encoding="utf-8") as stream:
-            lines = stream.read().splitlines()
-    except (OSError, UnicodeDecodeError) as error:
-        raise InputError(path, 0, 0, f"cannot read it: {getattr(error, 'strerror', None) or error}") from None
+    lines = _hostfile_text(path).splitlines()
     hosts: list[tuple[str, int]] = []
     for number, line in enumerate(lines, start=1):
         text = line.strip() if target == "horovod" else line.split("#", 1)[0].strip()
         if target != "horovod" and not text:
             continue
-        match = re.match(r"^([A-Za-z0-9][A-Za-z0-9._-]*)\s+slots=([1-9][0-9]{0,3})$", text)
+        match = HOSTFILE_LINE.fullmatch(text)
         if match is None:
             col = len(line) - len(line.lstrip()) + 1
             said = "a blank line" if not text else repr(text[:60])
@@ -276,6 +298,38 @@ def read_hostfile(path: str, target: str = "deepspeed") -> list[tuple[str, int]]
     if not hosts:
         raise InputError(path, 0, 0, "names no host (lines of `HOST slots=N`)")
     return hosts
+
+
+def _hostfile_text(path: str) -> str:
+    """The hostfile's text, read as a script is (migrate.sources.read_regular_file): a FIFO or a
+    device is refused before it is opened (reading one could block forever, or never end), and
+    the size is capped."""
+    said = printable(path)
+    raw = _hostfile_bytes(path, said)
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = raw[: error.start].count(b"\n") + 1
+        col = error.start - (raw.rfind(b"\n", 0, error.start) + 1) + 1
+        raise InputError(said, line, col, f"not valid UTF-8 (byte 0x{raw[error.start]:02x})") from None
+
+
+def _hostfile_bytes(path: str, said: str) -> bytes:
+    reason = unsafe_name_reason(path)  # a NUL is no path at all
+    if reason is not None:
+        raise InputError(said, 0, 0, f"the file name {reason}; rename it")
+    if os.path.isdir(path):
+        raise InputError(said, 0, 0, "is a folder: give the hostfile (lines of `HOST slots=N`)")
+    try:
+        too_large = os.stat(path).st_size > MAX_HOSTFILE_BYTES
+    except OSError:
+        too_large = False  # read_regular_file says why it cannot be read
+    if too_large:
+        raise InputError(said, 0, 0, f"is larger than {MAX_HOSTFILE_BYTES // 1024} KiB; not a hostfile")
+    try:
+        return read_regular_file(path, MAX_HOSTFILE_BYTES)
+    except InputError as error:
+        raise InputError(said, error.line, error.col, error.message) from None
 
 
 # ---------------------------------------------------------------------------------------------

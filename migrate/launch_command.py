@@ -117,9 +117,9 @@ def _write_or_print(plan, to_stdout: bool, force: bool) -> int:  # type: ignore[
         _error("nothing was written")
         return EXIT_BAD_INPUT
     try:
-        writing.write(outputs.batches[0])
-    except (InputError, OSError) as error:
-        _error(str(error) if isinstance(error, InputError) else f"cannot write {error.filename}: {error.strerror}")
+        writing.write(outputs.batches[0])  # raises InputError only, naming the user's file
+    except InputError as error:
+        _error(str(error))
         return EXIT_BAD_INPUT
     for artifact in artifacts:
         sys.stdout.write(f"wrote {printable(artifact.path)}\n")

@@ -16,7 +16,7 @@ from migrate.model import Options
 from migrate.sources import unsafe_name_reason
 
 MAX_PROCESSES = 4096  # per node (and a hostfile's slots): beyond any machine there is
-HOST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}(:[1-9][0-9]{0,3})?$")
+HOST = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,252}(:[1-9][0-9]{0,3})?")  # whole strings: fullmatch
 OFFLOAD_DEVICES = ("none", "cpu", "nvme")
 
 FLAGS = {
@@ -58,6 +58,8 @@ def problems(target: str, options: Options) -> list[OptionProblem]:
         found.append(OptionProblem("--keep-global-batch/--scale-lr", "--scale-lr raises the learning rate for a "
                                    "global batch that grows with the world size, and --keep-global-batch keeps the "
                                    "global batch as it is: choose one"))
+    if "nvme_path" in spec.uses:
+        found += nvme_path_problems(options.nvme_path)
     if spec.check_options is not None:
         found += spec.check_options(options)
     return found
@@ -99,7 +101,7 @@ def host_slots(hosts: tuple[str, ...]) -> list[tuple[str, int]]:
 def hosts_problems(hosts: tuple[str, ...]) -> list[OptionProblem]:
     found: list[OptionProblem] = []
     for host in hosts:
-        if not HOST.match(host):
+        if not HOST.fullmatch(host):
             found.append(OptionProblem("--hosts", f"{host[:60]!r}: write HOST or HOST:GPUS (letters, digits, . _ -; "
                                        f"GPUS from 1 to {MAX_PROCESSES})"))
         elif ":" in host and int(host.split(":")[1]) > MAX_PROCESSES:
@@ -119,3 +121,9 @@ def config_out_problems(value: str | None) -> list[OptionProblem]:
     if reason is None and (value.endswith(("/", os.sep)) or os.path.isdir(value)):
         reason = "is a folder; give a file name such as ds_config.json"
     return [] if reason is None else [OptionProblem("--config-out", f"{ascii(value)[1:-1]!r} {reason}")]
+
+
+def nvme_path_problems(value: str) -> list[OptionProblem]:
+    """--nvme-path is a folder DeepSpeed opens: no NUL, control character or undecodable byte in it."""
+    reason = unsafe_name_reason(value) if value.strip() else "is empty"
+    return [] if reason is None else [OptionProblem("--nvme-path", f"{ascii(value[:60])}: the folder name {reason}")]

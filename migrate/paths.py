@@ -7,6 +7,21 @@ that are not ignored (a folder that is itself ignored, named on purpose, is walk
 files ending in `.py` count (a folder named `x.py` is a folder, a FIFO is skipped), `--exclude`
 globs drop paths, and a file named twice (`train.py ./train.py`, or through a symlink) is
 converted once.
+
+Reading runs nothing. The folder may be an unpacked archive whose `.git/config` is hostile, so git
+is asked (`rev-parse`, `check-ignore`, `ls-files`; none of them hashes file contents, so no
+clean/process filter runs) with every setting that could make those commands start a program
+overridden on its command line, which wins over any config file, included ones too: `core.fsmonitor`
+(a hook git runs on every index read), the built-in monitor daemon, hooks (`post-index-change`), the
+untracked cache (no reason to write the index), the pager. Its environment drops every inherited
+`GIT_*` variable (GIT_DIR, GIT_WORK_TREE, GIT_CONFIG_PARAMETERS...) and reads no system or global
+config (so a repository of another owner that only the user's `safe.directory` admits is walked like
+any folder); no optional locks, no prompts. Aliases cannot shadow these built-in commands, and
+transport settings (`core.sshCommand`, credential helpers, `core.alternateRefsCommand`) and diff
+settings (`diff.external`, textconv) are never reached. Git is asked rather than the index parsed
+here: its index formats (v2-v4, split and sparse indexes) and ignore rules (nested .gitignore,
+info/exclude, negation, `**`) are what "what git would track" means, and a second implementation of
+them would drift.
 """
 
 from __future__ import annotations
@@ -81,21 +96,44 @@ def search_folder(folder: str, patterns: tuple[str, ...] = ()) -> list[str]:
 def _git_files(folder: str) -> list[str] | None:
     """Tracked plus untracked-but-not-ignored `.py` files, or None outside a git work tree."""
     try:
-        inside = subprocess.run(["git", "-C", folder, "rev-parse", "--is-inside-work-tree"],
-                                capture_output=True, text=True, timeout=60)
-        if inside.returncode != 0 or inside.stdout.strip() != "true":
+        inside = _git(folder, "rev-parse", "--is-inside-work-tree", timeout=60)
+        if inside.returncode != 0 or inside.stdout.strip() != b"true":
             return None
-        ignored = subprocess.run(["git", "-C", folder, "check-ignore", "-q", "."], capture_output=True, timeout=60)
-        if ignored.returncode == 0:
+        if _git(folder, "check-ignore", "-q", ".", timeout=60).returncode == 0:
             return None  # a folder git ignores, named on purpose: search it like any other folder
-        listed = subprocess.run(["git", "-C", folder, "ls-files", "-z", "--cached", "--others", "--exclude-standard",
-                                 "--", "*.py"], capture_output=True, timeout=300)
+        listed = _git(folder, "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", "*.py", timeout=300)
     except (OSError, subprocess.SubprocessError):
         return None
     if listed.returncode != 0:
         return None
     names = {os.fsdecode(name) for name in listed.stdout.split(b"\0") if name}
     return [os.path.join(folder, name) for name in names if name.endswith(".py")]
+
+
+# `-c` settings win over every config file (the repository's, and what it includes): none of these
+# can then start a program while git reads the index and the ignore files
+NEUTRAL_CONFIG = (
+    "core.fsmonitor=false",  # a hook program, run on every index read (and `true`: the monitor daemon)
+    "core.useBuiltinFSMonitor=false",  # git 2.26-2.35's spelling of the monitor daemon
+    "core.hooksPath=/dev/null",  # no hook (post-index-change would run on an index write)
+    "core.untrackedCache=false",  # nothing to update, so nothing to write
+    "core.pager=cat",
+)
+
+
+def _git(folder: str, *args: str, timeout: float) -> subprocess.CompletedProcess[bytes]:
+    """`git -C folder ARGS` with the configuration neutralised (see the module docstring)."""
+    settings = [word for setting in NEUTRAL_CONFIG for word in ("-c", setting)]
+    return subprocess.run(["git", "--no-pager", *settings, "-C", folder, *args], capture_output=True,
+                          stdin=subprocess.DEVNULL, env=git_environment(), timeout=timeout)
+
+
+def git_environment() -> dict[str, str]:
+    """This process's environment less every `GIT_*` variable, with git told to read no system or
+    global config, take no optional lock and never prompt."""
+    kept = {name: value for name, value in os.environ.items() if not name.startswith("GIT_")}
+    return {**kept, "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_OPTIONAL_LOCKS": "0",
+            "GIT_TERMINAL_PROMPT": "0", "GIT_PAGER": "cat", "GIT_ATTR_NOSYSTEM": "1"}
 
 
 def _walk(folder: str) -> list[str]:

@@ -1,14 +1,22 @@
 """Turns FileResults into what people read: a unified diff that `git apply` accepts (a/ b/
 prefixes, created files as /dev/null diffs with their mode), and findings as text, markdown
 or JSON.
+
+The diff's lines are matched the way `git diff --patience` does, in time about linear in the
+file's length: lines found once on each side anchor it (the longest run of them in the same
+order), the stretches between anchors are matched again the same way, and difflib only matches
+stretches without such lines. difflib alone re-scans the rest of the file for each matching
+block, so a file with thousands of small edits took time quadratic in its length.
 """
 
 from __future__ import annotations
 
+import bisect
 import difflib
 import json
 import os
-from collections.abc import Iterable
+from collections import Counter
+from collections.abc import Iterable, Sequence
 
 from migrate.model import FileResult, Finding
 
@@ -49,8 +57,116 @@ def file_diff(old: bytes, new: bytes, name: str) -> bytes:
     if old == new:
         return b""
     encoded = os.fsencode(name)
-    lines = difflib.diff_bytes(difflib.unified_diff, lines_of(old), lines_of(new), b"a/" + encoded, b"b/" + encoded)
+    lines = unified_diff(lines_of(old), lines_of(new), b"a/" + encoded, b"b/" + encoded)
     return b"diff --git a/" + encoded + b" b/" + encoded + b"\n" + _terminate(lines)
+
+
+def unified_diff(a: list[bytes], b: list[bytes], old_name: bytes, new_name: bytes, context: int = 3) -> list[bytes]:
+    """The lines of a unified diff of `a` into `b`, as difflib.unified_diff writes them, over
+    the lines matching_blocks pairs."""
+    groups = list(_AnchoredMatcher(a, b).get_grouped_opcodes(context))
+    if not groups:
+        return []
+    out = [b"--- " + old_name + b"\n", b"+++ " + new_name + b"\n"]
+    for group in groups:
+        first, last = group[0], group[-1]
+        out.append(b"@@ -%s +%s @@\n" % (_hunk_range(first[1], last[2]), _hunk_range(first[3], last[4])))
+        for tag, i1, i2, j1, j2 in group:
+            if tag == "equal":
+                out.extend(b" " + line for line in a[i1:i2])
+                continue
+            out.extend(b"-" + line for line in a[i1:i2])
+            out.extend(b"+" + line for line in b[j1:j2])
+    return out
+
+
+def _hunk_range(start: int, stop: int) -> bytes:
+    """A hunk header's `start,length` (1-based; an empty range names the line before it)."""
+    length = stop - start
+    if length == 1:
+        return b"%d" % (start + 1)
+    return b"%d,%d" % (start + 1 if length else start, length)
+
+
+class _AnchoredMatcher(difflib.SequenceMatcher):  # type: ignore[type-arg]
+    """difflib's opcodes and hunks, over the matching blocks `matching_blocks` finds."""
+
+    def __init__(self, a: list[bytes], b: list[bytes]) -> None:
+        super().__init__(None, a, b, autojunk=False)
+
+    def get_matching_blocks(self) -> list[difflib.Match]:
+        if self.matching_blocks is None:
+            self.matching_blocks = [difflib.Match(*block) for block in matching_blocks(self.a, self.b)]
+        return self.matching_blocks  # type: ignore[return-value]
+
+
+def matching_blocks(a: Sequence[bytes], b: Sequence[bytes]) -> list[tuple[int, int, int]]:
+    """(i, j, n): a[i:i+n] == b[j:j+n], increasing in i and j, ending with (len(a), len(b), 0) as
+    difflib's do. Patience matching (see the module docstring), one stretch at a time."""
+    pairs: list[tuple[int, int]] = []
+    stretches = [(0, len(a), 0, len(b))]
+    while stretches:
+        alo, ahi, blo, bhi = stretches.pop()
+        while alo < ahi and blo < bhi and a[alo] == b[blo]:
+            pairs.append((alo, blo))
+            alo, blo = alo + 1, blo + 1
+        while alo < ahi and blo < bhi and a[ahi - 1] == b[bhi - 1]:
+            ahi, bhi = ahi - 1, bhi - 1
+            pairs.append((ahi, bhi))
+        if alo == ahi or blo == bhi:
+            continue
+        anchors = _anchors(a, alo, ahi, b, blo, bhi)
+        if not anchors:
+            matcher = difflib.SequenceMatcher(None, a[alo:ahi], b[blo:bhi])
+            pairs.extend((alo + i + k, blo + j + k) for i, j, n in matcher.get_matching_blocks() for k in range(n))
+            continue
+        for i, j in anchors:
+            stretches.append((alo, i, blo, j))
+            pairs.append((i, j))
+            alo, blo = i + 1, j + 1
+        stretches.append((alo, ahi, blo, bhi))
+    return _blocks(sorted(pairs), len(a), len(b))
+
+
+def _anchors(a: Sequence[bytes], alo: int, ahi: int, b: Sequence[bytes], blo: int, bhi: int) -> list[tuple[int, int]]:
+    """Lines found exactly once in a[alo:ahi] and once in b[blo:bhi]: the longest run of them in
+    the same order on both sides, as (i, j) pairs."""
+    in_a, in_b = Counter(a[alo:ahi]), Counter(b[blo:bhi])
+    where_b = {line: j for j, line in enumerate(b[blo:bhi], blo) if in_b[line] == 1}
+    pairs = [(i, where_b[line]) for i, line in enumerate(a[alo:ahi], alo) if in_a[line] == 1 and line in where_b]
+    return _longest_increasing(pairs)
+
+
+def _longest_increasing(pairs: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The longest subsequence of `pairs` (increasing in i) that is increasing in j too."""
+    tails: list[int] = []  # tails[k]: the smallest j ending an increasing run of length k + 1
+    ends: list[int] = []  # ends[k]: the index in pairs of that run's last pair
+    before: list[int] = []  # before[p]: the index of the pair before pairs[p] in its run, or -1
+    for index, (_, j) in enumerate(pairs):
+        k = bisect.bisect_left(tails, j)
+        before.append(ends[k - 1] if k else -1)
+        if k == len(tails):
+            tails.append(j)
+            ends.append(index)
+        else:
+            tails[k], ends[k] = j, index
+    run: list[tuple[int, int]] = []
+    index = ends[-1] if ends else -1
+    while index >= 0:
+        run.append(pairs[index])
+        index = before[index]
+    return run[::-1]
+
+
+def _blocks(pairs: list[tuple[int, int]], size_a: int, size_b: int) -> list[tuple[int, int, int]]:
+    """Matched line pairs, sorted, as runs (i, j, n), with difflib's closing (len(a), len(b), 0)."""
+    blocks: list[list[int]] = []
+    for i, j in pairs:
+        if blocks and blocks[-1][0] + blocks[-1][2] == i and blocks[-1][1] + blocks[-1][2] == j:
+            blocks[-1][2] += 1
+        else:
+            blocks.append([i, j, 1])
+    return [(i, j, n) for i, j, n in blocks] + [(size_a, size_b, 0)]
 
 
 def new_file_diff(data: bytes, name: str, executable: bool) -> bytes:

@@ -107,8 +107,7 @@ def test_generated_files_are_written_before_the_script_and_a_rerun_finishes_the_
     assert isinstance(result, FileResult)
     plan = writing.plan([result])
     assert [Path(o.path).name for o in plan.batches[0]] == ["ds_config.json", "run_a_deepspeed.sh", "a.py"]
-    for output in plan.batches[0][:-1]:  # a run killed just before the script was replaced
-        writing.write_atomically(output)
+    writing.write(plan.batches[0][:-1])  # as if a run had been killed just before the script was renamed
     rerun = migrate("to-deepspeed", "--write", "a.py", cwd=two_scripts)
     assert rerun.returncode == 0, rerun.stderr
     assert "deepspeed.initialize(" in (two_scripts / "a.py").read_text()

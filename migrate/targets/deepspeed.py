@@ -168,10 +168,10 @@ def own_configs(results: list[FileResult], options: Options) -> tuple[list[FileR
     return converted, errors, notes
 
 
-Zero = Annotated[int, typer.Option("--zero", min=0, max=3, metavar="0-3", help="ZeRO stage: 0 (plain data parallel), 1 (shard optimizer state), 2 (+ gradients), 3 (+ weights).")]
+Zero = Annotated[int, typer.Option("--zero", metavar="0-3", help="ZeRO stage: 0 (plain data parallel), 1 (shard optimizer state), 2 (+ gradients), 3 (+ weights).")]
 OffloadOptimizer = Annotated[str, typer.Option("--offload-optimizer", metavar="none|cpu|nvme", help="Keep optimizer state in CPU memory or on NVMe (ZeRO 1-3); torch's Adam/AdamW become DeepSpeedCPUAdam.")]
 OffloadParam = Annotated[str, typer.Option("--offload-param", metavar="none|cpu|nvme", help="Keep weights in CPU memory or on NVMe (ZeRO 3 only).")]
-NvmePath = Annotated[str, typer.Option("--nvme-path", help="Folder on a local NVMe drive, for the nvme offloads.")]
+NvmePath = Annotated[str, typer.Option("--nvme-path", metavar="PATH", help="Folder on a local NVMe drive, for the nvme offloads.")]
 Bf16 = Annotated[bool, typer.Option("--bf16", help="Train in bfloat16 autocast (config torch_autocast, weights stay fp32).")]
 Fp16 = Annotated[bool, typer.Option("--fp16", help="Train in float16 autocast with loss scaling (config torch_autocast; ZeRO 1-3: see MIG126).")]
 Fp32 = Annotated[bool, typer.Option("--fp32", help="Train in float32 even if the script uses AMP.")]
