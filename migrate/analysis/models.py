@@ -1,6 +1,8 @@
 """Finds the models to wrap: values called in a training scope whose output feeds backward,
 traced back to the statement that builds them, and the point after which the wrapper goes
-(after placement and any weight loading, before torch.compile and before training starts).
+(after placement, casts, freezing and any weight loading, before torch.compile and before training
+starts). Also the facts a wrapper that takes the parameters as they are when it is built (DDP)
+needs: what casts or moves a model, switches its gradients, or changes its parameters otherwise.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from migrate.analysis.divergence import base_spelling, reinitialization
-from migrate.analysis.index import AttributeUse, Binding, Scope, ScriptIndex, descendants, reachable, spell
+from migrate.analysis.index import AttributeUse, Binding, Scope, ScriptIndex, child_nodes, descendants, reachable, spell
 from migrate.analysis.sites import ModelSite
 from migrate.analysis.trained import (
     Owner,
@@ -40,6 +42,16 @@ LOSS_WORDS = ("loss", "criterion")
 SETUP_METHODS = frozenset({"to", "cuda", "load_state_dict", "half", "float", "bfloat16", "train", "requires_grad_"})
 DATA_PARALLEL = ("torch.nn.DataParallel", "torch.nn.parallel.DataParallel", "torch.nn.parallel.data_parallel.DataParallel")
 COMPILE = "torch.compile"
+# nn.DataParallel as one call: `data_parallel(module, inputs, device_ids, ...)` runs `module`
+FUNCTIONAL_DATA_PARALLEL = ("torch.nn.parallel.data_parallel", "torch.nn.parallel.data_parallel.data_parallel")
+
+
+def data_parallel_module(index: ScriptIndex, call: cst.Call) -> cst.BaseExpression | None:
+    """The module `nn.parallel.data_parallel(module, inputs, ...)` runs, when `call` is one."""
+    if index.qualify(call.func) not in FUNCTIONAL_DATA_PARALLEL:
+        return None
+    given = argument(call, "module", 0)
+    return given.value if given is not None else None
 
 
 def forward_spellings(index: ScriptIndex, training: set[str]) -> dict[str, Scope]:
@@ -119,6 +131,7 @@ def _wraps_itself(index: ScriptIndex, binding: Binding) -> bool:
 
 
 MOVES = frozenset({"to", "cuda", "cpu", "float", "half", "double", "bfloat16"})
+CASTS = MOVES | {"type"}  # what places or casts a module's parameters in place
 # methods that return the module they are called on: `model.to(device).eval()` is `model`
 SELF_RETURNING = MOVES | {"train", "eval"}
 
@@ -246,9 +259,10 @@ def _site(index: ScriptIndex, spelling: str, binding: Binding, training_calls: s
         if _freezes(stmt, names):
             wrap_after = stmt  # DDP registers the parameters that require grad when it is built
             continue
-        if _starts_training(index, stmt, spelling, training_calls):
+        if starts_training(index, stmt, spelling, training_calls):
             break
-        if _sets_up(stmt, spelling) or _adjusts(index, stmt, names) or any(stmt is d for d in data_parallel):
+        if (_sets_up(stmt, spelling) or _adjusts(index, stmt, names) or sets_requires_grad(index, stmt, names) is not None
+                or model_cast(index, stmt, names) is not None or any(stmt is d for d in data_parallel)):
             wrap_after = stmt  # a DataParallel line may stay as a move (`net = DataParallel(m).cuda()` -> `m.cuda()`)
     return ModelSite(
         spelling=spelling,
@@ -257,6 +271,165 @@ def _site(index: ScriptIndex, spelling: str, binding: Binding, training_calls: s
         wrap_before=wrap_before,
         data_parallel=data_parallel,
     )
+
+
+def changes_parameters(index: ScriptIndex, stmt: cst.CSTNode, names: set[str], depth: int = 0) -> bool:
+    """Casts or moves the model, switches its gradients, replaces a part of it or draws its weights
+    again, itself or in a function of this file it hands the model to (`add_lora(model)`), a few
+    calls deep: what a wrapper that takes the parameters as they are when it is built (DDP) must
+    follow. A function that only reads the model (`make_optimizer(model)`) changes nothing."""
+    if (model_cast(index, stmt, names) is not None or sets_requires_grad(index, stmt, names) is not None
+            or reinitialization(index, stmt, names) is not None or any(replaces_part(stmt, name) for name in names)):
+        return True
+    if depth >= 3:
+        return False
+    for call in index.calls_under(stmt):
+        function = index.functions.get(spell(call.func) or "")
+        if function is None or not isinstance(function.node, cst.FunctionDef) or function.class_name:
+            continue
+        given = {function.params[i] for i, arg in enumerate(a for a in call.args if a.keyword is None and not a.star)
+                 if i < len(function.params) and spell(arg.value) in names}
+        given |= {arg.keyword.value for arg in call.args if arg.keyword is not None and spell(arg.value) in names}
+        if given and changes_parameters(index, function.node, given, depth + 1):
+            return True
+    return False
+
+
+def model_cast(index: ScriptIndex, node: cst.CSTNode, names: set[str]) -> cst.Call | None:
+    """The first call under `node` that casts or moves one of `names` (`model.to(device)`,
+    `model.to(device).to(torch.bfloat16)`, `model.half()`, `torch.compile(model).cuda()`)."""
+    for call in index.calls_under(node):
+        func = call.func
+        if isinstance(func, cst.Attribute) and func.attr.value in CASTS and _cast_receiver(index, func.value) in names:
+            return call
+    return None
+
+
+def _cast_receiver(index: ScriptIndex, value: cst.BaseExpression) -> str | None:
+    """`model` in `model`, `model.to(device)`, `torch.compile(model)`."""
+    while isinstance(value, cst.Call):
+        if isinstance(value.func, cst.Attribute) and value.func.attr.value in CASTS:
+            value = value.func.value
+        elif index.qualify(value.func) == COMPILE and value.args:
+            value = value.args[0].value
+        else:
+            return None
+    return spell(value)
+
+
+@dataclass(frozen=True)
+class Switch:
+    """A statement or call that switches the gradients of a model or of a part of it."""
+
+    node: cst.CSTNode  # the `requires_grad_(...)` call, the `x.requires_grad = ...` assignment, or the loop
+    owner: str  # what it switches: `model`, `model.backbone`
+    on: bool | None  # True: made trainable, False: frozen, None: either (`p.requires_grad = epoch > 3`)
+    stmt: cst.BaseStatement  # the statement that holds it
+
+
+def requires_grad_switches(index: ScriptIndex, node: cst.CSTNode, names: set[str]) -> list[Switch]:
+    """Where `node` (a statement, a function or class, the module) switches the gradients of one of
+    `names` or a part of it: `model.x.requires_grad_(False)`, `model.x.weight.requires_grad = False`,
+    `p.requires_grad = ...` in a loop over `model.x.parameters()`."""
+    found: list[Switch] = []
+    for switch_node, stmt in index.derived("switches_under", lambda: _switches_under(index)).get(id(node), []):
+        if isinstance(switch_node, cst.For):
+            owner = _parameters_owner(switch_node, names)
+            states = [state for n in descendants(switch_node.body) if (state := _switched_to(n)) != "none"]
+            if owner is not None and states:
+                found.append(Switch(switch_node, owner, states[0] if len(set(states)) == 1 else None, stmt))  # type: ignore[arg-type]
+            continue
+        owner = base_spelling(_switched_value(switch_node))
+        if _part_of_any(owner, names) and not any(isinstance(s.node, cst.For) and contains(s.node, lambda n: n is switch_node)
+                                                  for s in found):
+            found.append(Switch(switch_node, owner, _switched_to(switch_node), stmt))  # type: ignore[arg-type]
+    return found
+
+
+def sets_requires_grad(index: ScriptIndex, node: cst.CSTNode, names: set[str]) -> cst.CSTNode | None:
+    """The first place under `node` that switches the gradients of one of `names` (see requires_grad_switches)."""
+    switches = requires_grad_switches(index, node, names)
+    return switches[0].node if switches else None
+
+
+def _switches_under(index: ScriptIndex) -> dict[int, list[tuple[cst.CSTNode, cst.BaseStatement]]]:
+    """id of every statement, function, class and the module -> the places under it that may switch
+    gradients, in source order: `x.requires_grad_(...)` calls, `x.requires_grad = ...` assignments,
+    loops over `x.parameters()` or `x.named_parameters()`. Read off the index's calls, statements and
+    loops once, rather than walking every expression each time a statement is asked about."""
+    places: list[tuple[cst.CSTNode, cst.BaseStatement]] = []
+    for call in index.calls:
+        if isinstance(call.node.func, cst.Attribute) and call.node.func.attr.value == "requires_grad_":
+            places.append((call.node, call.place.stmt))
+    for small, stmt in small_statements(index):
+        if _switched_to(small) != "none" and isinstance(small, cst.Assign):
+            places.append((small, stmt))
+    for loop in index.loops:
+        if isinstance(loop.node, cst.For) and any(isinstance(c.func, cst.Attribute) and c.func.attr.value in ("parameters", "named_parameters")
+                                                  for c in calls_in(loop.node.iter)):
+            places.append((loop.node, loop.node))
+    order = index.statement_order()
+    places.sort(key=lambda place: order.get(place[1], 0))
+    under: dict[int, list[tuple[cst.CSTNode, cst.BaseStatement]]] = {id(index.module): places}
+    for place in places:
+        for around in index.enclosing_statements(place[1]):
+            under.setdefault(id(around), []).append(place)
+    return under
+
+
+def small_statements(index: ScriptIndex) -> list[tuple[cst.BaseSmallStatement, cst.BaseStatement]]:
+    """Every small statement with the statement that holds it: its line, or the compound statement
+    of a one-line suite (`if epoch == k: p.requires_grad = False`)."""
+    return index.derived("small_statements", lambda: _small_statements(index))
+
+
+def _small_statements(index: ScriptIndex) -> list[tuple[cst.BaseSmallStatement, cst.BaseStatement]]:
+    found: list[tuple[cst.BaseSmallStatement, cst.BaseStatement]] = []
+    for stmt in index.scope_of:
+        parts = [stmt] if isinstance(stmt, cst.SimpleStatementLine) else [
+            suite for child in child_nodes(stmt) for suite in (child, *child_nodes(child)) if isinstance(suite, cst.SimpleStatementSuite)]
+        found += [(small, stmt) for part in parts for small in part.body]  # type: ignore[attr-defined]
+    return found
+
+
+def _switched_to(node: cst.CSTNode) -> bool | None | str:
+    """True/False/None (an expression) for `x.requires_grad_(...)` or `x.requires_grad = ...`; "none" otherwise."""
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "requires_grad_":
+        value = node.args[0].value if node.args else cst.Name("True")  # requires_grad_() turns gradients on
+    elif isinstance(node, cst.Assign) and any(isinstance(t.target, cst.Attribute) and t.target.attr.value == "requires_grad"
+                                              for t in node.targets):
+        value = node.value
+    else:
+        return "none"
+    return {"True": True, "False": False}.get(spell(value) or "")
+
+
+def _switched_value(node: cst.CSTNode) -> cst.BaseExpression:
+    """`model.x` in `model.x.requires_grad_(False)` and in `model.x.requires_grad = False`."""
+    if isinstance(node, cst.Call):
+        return node.func.value  # type: ignore[attr-defined]
+    assert isinstance(node, cst.Assign)
+    return next(t.target.value for t in node.targets if isinstance(t.target, cst.Attribute) and t.target.attr.value == "requires_grad")
+
+
+def _parameters_owner(loop: cst.For, names: set[str]) -> str | None:
+    """`model.backbone` for `for p in model.backbone.parameters()` (or `named_parameters()`)."""
+    for c in calls_in(loop.iter):
+        if isinstance(c.func, cst.Attribute) and c.func.attr.value in ("parameters", "named_parameters"):
+            owner = base_spelling(c.func.value)
+            if _part_of_any(owner, names):
+                return owner
+    return None
+
+
+def _part_of_any(spelled: str | None, names: set[str]) -> bool:
+    return spelled is not None and any(spelled == n or spelled.startswith(n + ".") for n in names)
+
+
+def replaces_part(stmt: cst.BaseStatement, spelling: str) -> bool:
+    """`model.head = nn.Linear(...)`: a part of the model built anew."""
+    return contains(stmt, lambda node: isinstance(node, cst.AssignTarget) and (spell(node.target) or "").startswith(spelling + ".")
+                    and (spell(node.target) or "").count(".") == spelling.count(".") + 1)
 
 
 def _same_module_names(index: ScriptIndex, spelling: str, binding: Binding) -> set[str]:
@@ -309,7 +482,7 @@ def _compiles(index: ScriptIndex, stmt: cst.BaseStatement, spelling: str) -> boo
     )
 
 
-def _starts_training(index: ScriptIndex, stmt: cst.BaseStatement, spelling: str, training_calls: set[str]) -> bool:
+def starts_training(index: ScriptIndex, stmt: cst.BaseStatement, spelling: str, training_calls: set[str]) -> bool:
     """A loop, a forward of the model, or a call that trains or receives the model."""
     if isinstance(stmt, (cst.For, cst.While, cst.FunctionDef, cst.ClassDef)):
         return True

@@ -28,7 +28,7 @@ from migrate.analysis.sites import ModelSite
 from migrate.analysis.state_dicts import earlier_names, model_state_dicts, moved_names
 from migrate.steps.base import Context, expression, statement, statements
 from migrate.steps.gathers import outside_open_files, outside_rank_guards, report_gather_on_some_ranks
-from migrate.steps.wrap_model import saved_module
+from migrate.steps.wrap_model import load_former_data_parallel_keys, saved_module
 
 CHECKPOINT = "torch.distributed.checkpoint.state_dict"
 GATHER = "full_state_dict=True, cpu_offload=True"
@@ -164,33 +164,7 @@ def _load_model(ctx: Context, site: ModelSite) -> None:
             return expression(f"{load}({owner}, {state}, options={options})")
 
         ctx.plan.replace(call, edit)
-    _load_into_the_former_data_parallel(ctx, site)
-
-
-def _load_into_the_former_data_parallel(ctx: Context, site: ModelSite) -> None:
-    """`model.load_state_dict(sd)` before the shard, where the script loaded into its
-    nn.DataParallel (keys `module.x`): the module it now loads into has the keys without `module.`."""
-    if not site.data_parallel:
-        return
-    wrapped_at = min(ctx.position(stmt)[0] for stmt in site.data_parallel)
-    names = aliases(ctx.index, site)
-    for use in ctx.index.attributes:
-        if (not use.called or use.node.attr.value != "load_state_dict" or (use.owner, use.place.scope.name) not in names
-                or is_after(ctx.index, use.place.stmt, site) or ctx.position(use.node)[0] <= wrapped_at):
-            continue
-        call = _call(ctx, use)
-        if call is not None and call.args and _data_parallel_keys(ctx, site, call):
-            ctx.plan.replace(call, _without_module_keys)
-
-
-def _without_module_keys(updated: cst.CSTNode) -> cst.CSTNode:
-    """`model.load_state_dict(sd)` -> `model.load_state_dict({key.removeprefix("module."): ... in sd.items()})`,
-    from the call as other steps left it."""
-    assert isinstance(updated, cst.Call)
-    first = updated.args[0]
-    state = cst.Module([]).code_for_node(first.value)
-    stripped = expression(f'{{key.removeprefix("module."): value for key, value in {state}.items()}}')
-    return updated.with_changes(args=[first.with_changes(value=stripped), *updated.args[1:]])
+    load_former_data_parallel_keys(ctx, site)
 
 
 def _data_parallel_keys(ctx: Context, site: ModelSite, call: cst.Call) -> bool:

@@ -1,5 +1,8 @@
 """Wraps each trained model once, after it is placed and its weights loaded, before
-torch.compile and before training; an existing nn.DataParallel is replaced in place.
+torch.compile and before training (DDP goes after the last statement before training that
+still casts, moves or freezes it, after a compile too: steps.ddp_models); an existing
+nn.DataParallel is replaced in place, and a load the script made into it that now runs before the
+wrap takes `module.` off the keys.
 
 After the wrap, the user's own module is reached through `.module`: state dicts (so
 checkpoints keep plain keys and load into the original script), attributes such as
@@ -10,7 +13,7 @@ wrapper's gradient hooks and are reported.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import libcst as cst
 
@@ -53,13 +56,22 @@ def ddp_wrap_code(ctx: Context, site: ModelSite) -> str:
     script moves its inputs itself) and requires for a CPU module (`--device cpu` on a GPU host)."""
     ddp = ctx.imported("torch.nn.parallel", "DistributedDataParallel", "DDP")
     name = site.spelling
-    code = f"{name} = {ddp}({name})\n"
+    unused = UnusedParameters in ctx.records and id(site) in ctx.recorded(UnusedParameters).sites
+    code = f"{name} = {ddp}({name}{', find_unused_parameters=True' if unused else ''})\n"
     if ctx.options.sync_batchnorm:
         code = (
             f"if next({name}.parameters()).is_cuda:  # SyncBatchNorm needs CUDA\n"
             f"    {name} = {ctx.torch}.nn.SyncBatchNorm.convert_sync_batchnorm({name})\n" + code
         )
     return code
+
+
+@dataclass
+class UnusedParameters:
+    """The models whose DDP wrap looks for parameters that get no gradient (ids of their sites),
+    as steps.ddp_models decides."""
+
+    sites: set[int] = field(default_factory=set)
 
 
 DDP_WRAPPER = Wrapper(code=ddp_wrap_code)
@@ -75,7 +87,7 @@ def wrap_models(ctx: Context) -> None:
         return
     for site in ctx.sites.models:
         new = statements(wrapper.code(ctx, site))
-        remove_data_parallel(ctx, site)
+        remove_data_parallel(ctx, site, load_former_data_parallel_keys(ctx, site))
         if site.wrap_before is not None:
             ctx.plan.insert_before(site.wrap_before, new)
         elif site.wrap_after is not None:
@@ -92,6 +104,37 @@ def wrap_models(ctx: Context) -> None:
             unwrap_later_uses(ctx, site, wrapper.safe | STATE_DICT, route_saves=False)
         else:
             unwrap_later_uses(ctx, site, wrapper.safe)
+
+
+def load_former_data_parallel_keys(ctx: Context, site: ModelSite) -> list[int]:
+    """`model.load_state_dict(sd)` that now runs before the wrap, where the script loaded into its
+    nn.DataParallel (keys `module.x`, as its own checkpoints have them): the bare module it now
+    loads into has the keys without `module.`, so the prefix is taken off (a checkpoint without it
+    loads as before). Returns the lines of the loads changed."""
+    if not site.data_parallel:
+        return []
+    lines: list[int] = []
+    wrapped_at = min(ctx.position(stmt)[0] for stmt in site.data_parallel)
+    names = aliases(ctx.index, site)
+    for use in ctx.index.attributes:
+        if (not use.called or use.node.attr.value != "load_state_dict" or (use.owner, use.place.scope.name) not in names
+                or is_after(ctx.index, use.place.stmt, site) or ctx.position(use.node)[0] <= wrapped_at):
+            continue
+        call = next((c for c in ctx.index.calls_under(use.place.stmt) if c.func is use.node), None)
+        if call is not None and call.args:
+            ctx.plan.replace(call, _without_module_keys)
+            lines.append(ctx.position(call)[0])
+    return lines
+
+
+def _without_module_keys(updated: cst.CSTNode) -> cst.CSTNode:
+    """`model.load_state_dict(sd)` -> `model.load_state_dict({key.removeprefix("module."): ... in sd.items()})`,
+    from the call as other steps left it."""
+    assert isinstance(updated, cst.Call)
+    first = updated.args[0]
+    state = cst.Module([]).code_for_node(first.value)
+    stripped = expression(f'{{key.removeprefix("module."): value for key, value in {state}.items()}}')
+    return updated.with_changes(args=[first.with_changes(value=stripped), *updated.args[1:]])
 
 
 def without_module(ctx: Context, site: ModelSite) -> None:
@@ -121,9 +164,10 @@ def report_unwrapped_model(ctx: Context) -> None:
     ctx.report("MIG104", "no model is called in the training loop that this file builds; the file is left unchanged", node)
 
 
-def remove_data_parallel(ctx: Context, site: ModelSite) -> None:
+def remove_data_parallel(ctx: Context, site: ModelSite, loads: list[int] | None = None) -> None:
     """Every existing `model = nn.DataParallel(model)` (and an `if` that only holds it) goes: a
-    script that wraps on two paths (resume or not) keeps none around the distributed wrapper."""
+    script that wraps on two paths (resume or not) keeps none around the distributed wrapper.
+    `loads`: the lines of the loads that now take `module.` off the keys (MIG003 names them)."""
     for stmt in site.data_parallel:
         wrap = _data_parallel_call(ctx, stmt)
         inner = wrap.args[0].value if wrap is not None and wrap.args else None
@@ -135,6 +179,10 @@ def remove_data_parallel(ctx: Context, site: ModelSite) -> None:
     # DataParallel split each batch across the GPUs; every process now gets a whole batch
     batch = ("; each process now takes a whole batch where DataParallel split one across the GPUs "
              "(--keep-global-batch keeps the global batch)" if not ctx.options.keep_global_batch else "")
+    if loads:
+        batch += (f"; the load on line{'s' if len(loads) > 1 else ''} {', '.join(map(str, loads))} now runs before the wrap, "
+                  "into the module itself, so it takes `module.` off the keys (checkpoints of the original script and of "
+                  "the converted one both load)")
     if len(site.data_parallel) == 1:
         ctx.report("MIG003", f"nn.DataParallel on `{site.spelling}` removed; the distributed wrapper replaces it{batch}",
                    site.data_parallel[0])

@@ -1,6 +1,8 @@
 """DDP + torchrun, the minimal path: process group from torchrun's environment,
 DistributedSampler with set_epoch, the model on the local rank's device wrapped in
-DistributedDataParallel, output and checkpoints on rank 0, no_sync for accumulation.
+DistributedDataParallel once it is cast and frozen as it trains (steps.ddp_models;
+find_unused_parameters where some parameters may get no gradient), `data_parallel(...)` calls run
+as plain calls, output and checkpoints on rank 0, no_sync for accumulation.
 Artifact: a torchrun launch script beside the converted script.
 """
 
@@ -10,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from migrate.model import Artifact, Options
+from migrate.model import Artifact, Options, Severity
 from migrate.runtime import torch_distributed
 from migrate.targets.base import Conversion, Target
 
@@ -29,7 +31,9 @@ def torchrun_launcher(script_path: str, ctx, target: str = "ddp") -> list[Artifa
 
 
 def conversion() -> Conversion:
+    from migrate.steps.ddp_models import ddp_models
     from migrate.steps.distributed_sampler import distributed_sampler
+    from migrate.steps.functional_data_parallel import functional_data_parallel
     from migrate.steps.init_process_group import setup, teardown
     from migrate.steps.load_map_location import load_map_location
     from migrate.steps.local_rank_device import local_rank_device
@@ -45,9 +49,11 @@ def conversion() -> Conversion:
 
     steps = (
         refuse_unwrappable,
+        ddp_models,
         setup,
         local_rank_device,
         wrap_models,
+        functional_data_parallel,
         rank_divergence,
         distributed_sampler,
         same_split,
@@ -94,4 +100,10 @@ DDP = Target(
     },
     replaces=frozenset({"nn.DataParallel"}),
     launcher="torchrun",
+    codes={
+        "MIG501": (Severity.WARNING, "DDP: some parameters of the model may get no gradient in a step: wrapped with "
+                   "find_unused_parameters=True, which costs an extra traversal of the autograd graph each step"),
+        "MIG502": (Severity.WARNING, "DDP: the model is cast, moved or made trainable after the point where DDP must "
+                   "wrap it, in an order the conversion cannot change: the file is left unchanged"),
+    },
 )

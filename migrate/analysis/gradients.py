@@ -1,0 +1,532 @@
+"""What a wrapper that takes the parameters as they are when it is built (DDP) needs to know about
+a model's gradients, as far as this file shows. DDP registers the parameters that require a
+gradient when it is built, on their device and in their dtype, and (without
+`find_unused_parameters`) waits in every step for a gradient of each one: a step that leaves one
+without fails the next ("Expected to have finished reduction in the prior iteration"), and a
+parameter made trainable after the wrap is never averaged.
+
+`gradient_gaps` lists the parameters that may get no gradient in a step. Seen, in the forward()
+of the model's class, of the classes of this file it builds (its submodules, a few levels down),
+and in the methods of their own that these call (and those the training code calls on the model):
+- a part with parameters (a torch.nn layer other than activations, pooling, dropout and the like,
+  a module class of this file that builds one, an `nn.Parameter`) whose every use runs under
+  `torch.no_grad()` / `inference_mode()` / `set_grad_enabled(False)`, is detached
+  (`self.embed(x).detach()`: the use itself under the `.detach()`), or runs only under an `if`
+  (or `a if c else b`) whose test reads an argument of the method (not a tensor's `is_cuda`,
+  `device` or `dtype`), a name bound from one, a random draw, or `self.training` (its `else`, or
+  `not self.training`);
+- a part that these methods never read, in a class that does not walk its own modules
+  (`self.children()`, `self.parameters()`, `getattr(self, ...)`, `super().forward`) and whose
+  attribute no code outside the class reads;
+- in the training code, gradients of a part of the model switched off after the wrap
+  (`if epoch == k: for p in model.backbone.parameters(): p.requires_grad = False`, also through
+  a function of this file handed the part, `freeze(model.backbone)`).
+A part frozen where it is built is no gap: DDP leaves out what does not require a gradient then.
+Nor is the whole model switched off for a step (a GAN's critic while the generator learns): DDP
+gets no gradient of it at all in that step, and waits for none.
+
+Not seen: classes of other modules, a name detached after it is bound (`h = self.embed(x)`, then
+`h.detach()`), a forward that returns early under a condition, loops over a varying number of
+layers, conditions on the script's own settings (`if self.use_aux:`), which are fixed for a run.
+
+`last_change` finds the last statement before training that still changes the model's parameters
+(DDP goes after it). `late_change` finds what DDP cannot follow after the wrap: a cast or move of
+the model inside the first statement of the wrap's block that trains, or gradients switched on
+after the wrap (`True`, or a value such as `epoch >= k`) when some parameter was frozen when DDP
+was built. `wholly_frozen` finds a model with nothing to train.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import libcst as cst
+
+from migrate.analysis.divergence import base_spelling
+from migrate.analysis.index import AttributeUse, Binding, Scope, ScriptIndex, child_nodes, descendants, spell
+from migrate.analysis.models import (
+    Switch,
+    aliases,
+    home_binding,
+    is_after,
+    model_cast,
+    replaces_part,
+    changes_parameters,
+    requires_grad_switches,
+)
+from migrate.analysis.sites import ModelSite
+from migrate.analysis.trained import constructed_class, is_module_class, parameter_free
+from migrate.analysis.training import calls_in
+
+# torch.nn layers that hold no parameters: what runs them needs no gradient
+PARAMETER_FREE = frozenset({
+    "ReLU", "ReLU6", "LeakyReLU", "GELU", "SiLU", "Mish", "ELU", "SELU", "CELU", "Sigmoid", "Tanh", "Softmax",
+    "Softmax2d", "Softmin", "LogSoftmax", "LogSigmoid", "Softplus", "Softsign", "Softshrink", "Hardshrink", "Hardtanh",
+    "Hardswish", "Hardsigmoid", "Tanhshrink", "Threshold", "GLU", "Dropout", "Dropout1d", "Dropout2d", "Dropout3d",
+    "AlphaDropout", "FeatureAlphaDropout", "Identity", "Flatten", "Unflatten", "MaxPool1d", "MaxPool2d", "MaxPool3d",
+    "AvgPool1d", "AvgPool2d", "AvgPool3d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveAvgPool3d",
+    "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "AdaptiveMaxPool3d", "LPPool1d", "LPPool2d", "Upsample",
+    "UpsamplingNearest2d", "UpsamplingBilinear2d", "PixelShuffle", "PixelUnshuffle", "ChannelShuffle", "ZeroPad1d",
+    "ZeroPad2d", "ZeroPad3d", "ConstantPad1d", "ConstantPad2d", "ConstantPad3d", "ReflectionPad1d", "ReflectionPad2d",
+    "ReflectionPad3d", "ReplicationPad1d", "ReplicationPad2d", "ReplicationPad3d", "CircularPad1d", "CircularPad2d",
+    "CosineSimilarity", "PairwiseDistance", "Fold", "Unfold",
+})
+PARAMETER = ("torch.nn.Parameter", "torch.nn.parameter.Parameter")
+NO_GRAD = ("torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad", "torch.autograd.grad_mode.no_grad")
+SET_GRAD_ENABLED = ("torch.set_grad_enabled", "torch.autograd.set_grad_enabled")
+DETACH = ("detach", "detach_")
+# a tensor argument's facts that stay the same for a whole run
+FIXED_FACTS = frozenset({"is_cuda", "device", "dtype", "is_sparse", "layout"})
+RANDOM = ("random.", "numpy.random.", "np.random.", "torch.rand", "torch.bernoulli", "torch.multinomial", "torch.randint")
+# calls by which a class reaches all of its parts without naming them
+WALKS = frozenset({"children", "named_children", "modules", "named_modules", "parameters", "named_parameters",
+                   "_modules", "_parameters", "__dict__", "apply"})
+MAX_DEPTH = 4
+
+
+@dataclass(frozen=True)
+class Gap:
+    """Parameters that may get no gradient in a step, and why, in the script's words."""
+
+    what: str  # "`model.backbone`", "`model.encoder.embed`"
+    why: str  # "runs only under `torch.no_grad()` in `Classifier.forward()`"
+    node: cst.CSTNode  # where it is seen (its line goes into the message)
+
+
+@dataclass(frozen=True)
+class _Part:
+    """A submodule or parameter a class builds in __init__: `self.encoder = Encoder(...)`."""
+
+    attribute: str
+    node: cst.CSTNode
+    cls: str | None  # a module class of this file it is an instance of
+
+
+def gradient_gaps(index: ScriptIndex, site: ModelSite, training: set[str]) -> list[Gap]:
+    """The parameters of the wrapped model that may get no gradient in some step (see the module docstring)."""
+    binding = home_binding(index, site.spelling, site.scope)
+    cls = constructed_class(index, binding)
+    names = aliases(index, site)
+    gaps: list[Gap] = []
+    if cls is not None:
+        called = {u.node.attr.value for u in index.attributes
+                  if u.called and (u.owner, u.place.scope.name) in names and u.place.scope.name in training}
+        frozen = {s.owner.split(".", 1)[1] for s in _script_switches(index, site) if s.on is False and "." in s.owner}
+        gaps += _class_gaps(index, cls, called, frozen, f"{site.spelling}.", 0, {cls})
+    whole = _whole_model_switches(index, site)
+    for switch in _script_switches(index, site):
+        # the whole model switched off for a step (a GAN's critic while the generator learns) gives
+        # DDP no gradient at all in that step, which it takes; only a part switched off leaves it waiting
+        if switch.on is not True and is_after(index, switch.stmt, site) and id(switch) not in whole:
+            gaps.append(Gap(f"`{switch.owner}`", "has its gradients switched off during training, after the wrap", switch.node))
+    return gaps
+
+
+def last_change(index: ScriptIndex, site: ModelSite, backward: list[cst.Call], training: set[str]) -> cst.BaseStatement | None:
+    """The last statement of the wrap's block, from the wrap on and before the first statement that
+    trains (runs a backward or calls a function that does), that still casts, moves, freezes or
+    otherwise changes the model's parameters (`model = torch.compile(model)`, then
+    `model.to(device).to(torch.bfloat16)`; `print(model)`, then `model.cuda()`); None when none does.
+    DDP goes after it: what runs in between (a print, a compile, a forward to check shapes) needs no
+    wrapper, and the wrapper must see the parameters as they train."""
+    anchor = site.wrap_after or site.wrap_before
+    assert anchor is not None
+    block, position = index.block_of[anchor]
+    names = _names_in_site_scope(index, site)
+    short = {name.rsplit(".", 1)[-1] for name in training}
+    found: cst.BaseStatement | None = None
+    for stmt in block.body[position + (1 if site.wrap_after is not None else 0):]:
+        if _trains(index, stmt, backward, short):
+            break
+        if changes_parameters(index, stmt, names):
+            found = stmt
+    return found
+
+
+@dataclass(frozen=True)
+class LateChange:
+    """A change to the model after the wrap that DDP cannot follow."""
+
+    node: cst.CSTNode  # the cast, or the switch
+    cast: bool  # True: a cast or move; False: gradients switched back on
+    owner: str  # what it changes: `model`, `model.encoder`
+    training: cst.BaseStatement | None  # a cast: the statement of the wrap's block that trains, around it
+
+
+def late_change(index: ScriptIndex, site: ModelSite, backward: list[cst.Call], training: set[str]) -> LateChange | None:
+    """What changes the model after the wrap in a way DDP cannot follow: a cast or a move inside the
+    first statement of the wrap's block that trains (`if epoch == 3: model.half()`; one after
+    training is left alone: `torch.save(model.to("cpu"), ...)`), or a `requires_grad` switch after
+    the wrap that may turn gradients on (`True`, or a value such as `epoch >= k`) when some
+    parameter did not require a gradient when DDP was built."""
+    anchor = site.wrap_after or site.wrap_before
+    assert anchor is not None
+    block, position = index.block_of[anchor]
+    names = _names_in_site_scope(index, site)
+    short = {name.rsplit(".", 1)[-1] for name in training}
+    for stmt in block.body[position + (1 if site.wrap_after is not None else 0):]:
+        cast = model_cast(index, stmt, names)
+        if cast is not None:
+            return LateChange(cast, True, site.spelling, stmt)
+        if _trains(index, stmt, backward, short):
+            break
+    switches = _script_switches(index, site)
+    if not _frozen_at_wrap(index, site, switches):
+        return None  # every parameter was in DDP's buckets when it was built: switching it back on is no change
+    for switch in switches:
+        if switch.on is not False and is_after(index, switch.stmt, site):
+            return LateChange(switch.node, False, switch.owner, None)
+    return None
+
+
+def _frozen_at_wrap(index: ScriptIndex, site: ModelSite, switches: list[Switch]) -> bool:
+    """Some parameter of the model does not require a gradient when it is wrapped: a switch before
+    the wrap, a part its class freezes, or the model built frozen (`Net().requires_grad_(False)`)."""
+    if any(s.on is not True and not is_after(index, s.stmt, site) for s in switches):
+        return True
+    binding = home_binding(index, site.spelling, site.scope)
+    if binding is not None and isinstance(binding.value, cst.Call) and _freezes_all(binding.value):
+        return True
+    cls = constructed_class(index, binding)
+    return cls is not None and any(s.on is not True for s in requires_grad_switches(index, index.classes[cls], {"self"}))
+
+
+def wholly_frozen(index: ScriptIndex, site: ModelSite) -> cst.CSTNode | None:
+    """Where every parameter of the model is frozen before the wrap (`model.requires_grad_(False)`,
+    a loop over `model.parameters()` setting `requires_grad = False`, or `Net().requires_grad_(False)`
+    where it is built), when nothing after it and before the wrap makes a part trainable again or
+    builds a new one; None otherwise."""
+    anchor = site.wrap_after or site.wrap_before
+    assert anchor is not None
+    block, end = index.block_of[anchor]
+    binding = home_binding(index, site.spelling, site.scope)
+    frozen: cst.CSTNode | None = None
+    if binding is not None and isinstance(binding.value, cst.Call) and _freezes_all(binding.value):
+        frozen = binding.value
+    for stmt in block.body[: end + (1 if site.wrap_after is not None else 0)]:
+        if binding is None or index.statement_order()[stmt] <= index.statement_order()[binding.place.stmt]:
+            continue  # before the model is built
+        switches = requires_grad_switches(index, stmt, {site.spelling})
+        if frozen is None:
+            frozen = next((s.node for s in switches if s.owner == site.spelling and s.on is False), None)
+        elif replaces_part(stmt, site.spelling) or any(s.on is not False for s in switches) or _hands_over(index, stmt, site.spelling):
+            return None
+    return frozen
+
+
+# -- the model's classes ---------------------------------------------------------------------------
+
+
+def _class_gaps(index: ScriptIndex, cls: str, extra: set[str], frozen: set[str], prefix: str, depth: int,
+                seen: set[str]) -> list[Gap]:
+    """The gaps of one class of this file, and of the classes of this file its parts are."""
+    methods = _reached_methods(index, cls, {"forward"} | extra)
+    if f"{cls}.forward" not in index.functions:
+        return []  # an inherited forward() is not read
+    frozen = frozen | _frozen_in_class(index, cls)
+    walks = _walks_own_parts(index, methods)
+    gaps: list[Gap] = []
+    for part in _parts(index, cls):
+        if part.attribute in frozen:
+            continue
+        uses = [u for m in methods for u in _attributes_in(index, m) if u.owner == "self" and u.node.attr.value == part.attribute]
+        if not uses:
+            if not walks and not _read_outside(index, cls, part.attribute):
+                gaps.append(Gap(f"`{prefix}{part.attribute}`", f"is never used by `{cls}.forward()`", part.node))
+            continue
+        verdicts = [_without_gradient(index, use) for use in uses]
+        if all(v is not None for v in verdicts):
+            why, where = verdicts[0]  # type: ignore[misc]
+            gaps.append(Gap(f"`{prefix}{part.attribute}`", why, where))
+        elif part.cls is not None and depth < MAX_DEPTH and part.cls not in seen:
+            called = {u.node.attr.value for m in methods for u in _attributes_in(index, m)
+                      if u.owner == f"self.{part.attribute}" and u.called}
+            inner_frozen = {f.removeprefix(part.attribute + ".") for f in frozen if f.startswith(part.attribute + ".")}
+            gaps += _class_gaps(index, part.cls, called, inner_frozen, f"{prefix}{part.attribute}.", depth + 1,
+                                seen | {part.cls})
+    return gaps
+
+
+def _reached_methods(index: ScriptIndex, cls: str, names: set[str]) -> list[Scope]:
+    """The methods named, and the methods of the class they call as `self.m(...)`, transitively."""
+    found: list[Scope] = []
+    todo = [index.functions[f"{cls}.{n}"] for n in sorted(names) if f"{cls}.{n}" in index.functions]
+    while todo:
+        scope = todo.pop()
+        if any(scope is f for f in found):
+            continue
+        found.append(scope)
+        for use in _attributes_in(index, scope):
+            if use.owner == "self" and use.called and f"{cls}.{use.node.attr.value}" in index.functions:
+                todo.append(index.functions[f"{cls}.{use.node.attr.value}"])
+    return found
+
+
+def _attributes_in(index: ScriptIndex, scope: Scope) -> list[AttributeUse]:
+    """The attribute uses of one scope (grouped once per script)."""
+    by_scope: dict[int, list[AttributeUse]] = index.derived("attributes_by_scope", lambda: _grouped_by_scope(index))
+    return by_scope.get(id(scope), [])
+
+
+def _grouped_by_scope(index: ScriptIndex) -> dict[int, list[AttributeUse]]:
+    grouped: dict[int, list[AttributeUse]] = {}
+    for use in index.attributes:
+        grouped.setdefault(id(use.place.scope), []).append(use)
+    return grouped
+
+
+def _parts(index: ScriptIndex, cls: str) -> list[_Part]:
+    """What `__init__` assigns to `self.x` that holds parameters."""
+    init = index.functions.get(f"{cls}.__init__")
+    if init is None:
+        return []
+    parts: dict[str, _Part] = {}
+    for binding in index.bindings_in(init):
+        attribute = binding.target.removeprefix("self.")
+        if not binding.target.startswith("self.") or "." in attribute or not isinstance(binding.value, cst.Call):
+            continue
+        held = _holds_parameters(index, binding.value, binding)
+        if held is not False and attribute not in parts:
+            parts[attribute] = _Part(attribute, binding.node, held if isinstance(held, str) else None)
+    return list(parts.values())
+
+
+def _holds_parameters(index: ScriptIndex, value: cst.Call, binding: Binding) -> bool | str:
+    """False when the value holds no parameter that trains, a class name of this file for its
+    instance, True for a torch.nn layer or an `nn.Parameter`."""
+    while isinstance(value.func, cst.Attribute) and isinstance(value.func.value, cst.Call) and value.func.attr.value in ("to", "cuda", "float", "half"):
+        value = value.func.value
+    qualified = index.qualify(value.func) or ""
+    keywords = {a.keyword.value: spell(a.value) for a in value.args if a.keyword is not None}
+    if qualified in PARAMETER:
+        return keywords.get("requires_grad") != "False"
+    if qualified in index.classes:
+        return qualified if is_module_class(index, qualified) and not parameter_free(index, binding) else False
+    if not qualified.startswith("torch.nn.") or qualified.count(".") != 2:
+        return False
+    layer = qualified.rsplit(".", 1)[-1]
+    if not layer[:1].isupper() or layer in PARAMETER_FREE or layer.endswith("Loss"):
+        return False
+    return keywords.get("affine") != "False" and keywords.get("elementwise_affine") != "False"
+
+
+def _frozen_in_class(index: ScriptIndex, cls: str) -> set[str]:
+    """The parts the class freezes whole itself (`self.backbone.requires_grad_(False)`)."""
+    node = index.classes[cls]
+    return {s.owner.removeprefix("self.") for s in requires_grad_switches(index, node, {"self"})
+            if s.on is False and s.owner.count(".") == 1}
+
+
+def _walks_own_parts(index: ScriptIndex, methods: list[Scope]) -> bool:
+    """The class reaches parts without naming them: `self.children()`, `getattr(self, name)`, `super().forward(x)`."""
+    for method in methods:
+        for node in descendants(method.node):
+            if isinstance(node, cst.Attribute) and spell(node.value) == "self" and node.attr.value in WALKS:
+                return True
+            if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value in ("getattr", "vars") and node.args \
+                    and spell(node.args[0].value) == "self":
+                return True
+            if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == "super":
+                return True
+    return False
+
+
+def _read_outside(index: ScriptIndex, cls: str, attribute: str) -> bool:
+    """Code outside the class reads an attribute of this name (`model.aux_head(...)`)."""
+    return any(u.node.attr.value == attribute and u.place.scope.class_name != cls for u in index.attributes)
+
+
+def _without_gradient(index: ScriptIndex, use: AttributeUse) -> tuple[str, cst.CSTNode] | None:
+    """Why this use of a part gives its parameters no gradient in some training step, and where; None when it does."""
+    method = use.place.scope
+    where = f"`{method.name}()`"
+    chain = _chain_in(index, use.place.stmt, method)
+    for stmt in chain:
+        if isinstance(stmt, cst.With):
+            for item in stmt.items:
+                if _turns_off_gradients(index, item.item):
+                    return f"runs only under `{index.module.code_for_node(item.item)}` in {where}", stmt
+    parents = _expression_parents(use.place.stmt)
+    node: cst.CSTNode = use.node
+    while node in parents:
+        parent = parents[node]
+        if isinstance(parent, cst.Attribute) and parent.value is node and parent.attr.value in DETACH:
+            return f"is only used detached (`.{parent.attr.value}()`) in {where}", parent
+        if isinstance(parent, cst.IfExp) and node is not parent.test:
+            why = _skipped_when(index, parent.test, node is parent.orelse, method)
+            if why is not None:
+                return f"{why} in {where}", parent
+        node = parent
+    for inner, outer in zip(chain, chain[1:]):
+        if isinstance(outer, cst.If):
+            why = _skipped_when(index, outer.test, not any(s is inner for s in outer.body.body), method)
+            if why is not None:
+                return f"{why} in {where}", outer
+    return None
+
+
+def _chain_in(index: ScriptIndex, stmt: cst.BaseStatement, method: Scope) -> list[cst.BaseStatement]:
+    """`stmt` and the compound statements around it inside the method, innermost first."""
+    chain: list[cst.BaseStatement] = []
+    for around in index.enclosing_statements(stmt):
+        if around is method.node:
+            break
+        chain.append(around)
+    return chain
+
+
+def _turns_off_gradients(index: ScriptIndex, item: cst.BaseExpression) -> bool:
+    if not isinstance(item, cst.Call):
+        return False
+    qualified = index.qualify(item.func) or ""
+    if qualified in NO_GRAD:
+        return True
+    return qualified in SET_GRAD_ENABLED and bool(item.args) and spell(item.args[0].value) == "False"
+
+
+def _expression_parents(stmt: cst.CSTNode) -> dict[cst.CSTNode, cst.CSTNode]:
+    """Child -> parent for the nodes of a statement, down to (not into) the statements it holds."""
+    parents: dict[cst.CSTNode, cst.CSTNode] = {}
+    stack = [stmt]
+    while stack:
+        node = stack.pop()
+        for child in child_nodes(node):
+            if isinstance(child, (cst.BaseSuite, cst.BaseStatement)):
+                continue
+            parents[child] = node
+            stack.append(child)
+    return parents
+
+
+def _skipped_when(index: ScriptIndex, test: cst.BaseExpression, in_else: bool, method: Scope) -> str | None:
+    """Why a branch of `if test:` may not run in a training step, or None when it runs in every one
+    (or the test is fixed for the run, as far as it can be told)."""
+    code = index.module.code_for_node(test)
+    training = spell(test) == "self.training"
+    not_training = isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not) and spell(test.expression) == "self.training"
+    if training or not_training:
+        return "runs only when the model is not training" if in_else == training else None
+    if not _varies(index, test, method):
+        return None
+    return f"runs only when `{code}` is {'false' if in_else else 'true'}"
+
+
+def _varies(index: ScriptIndex, test: cst.BaseExpression, method: Scope, depth: int = 0) -> bool:
+    """The test reads an argument of the method (not its device or dtype), a name bound from one,
+    a random draw, or `self.training` among other things."""
+    params = set(method.params) - {"self"}
+    parents = _expression_parents(test)
+    for node in descendants(test):
+        if isinstance(node, cst.Call) and (index.qualify(node.func) or "").startswith(RANDOM):
+            return True
+        if isinstance(node, cst.Attribute) and spell(node) == "self.training":
+            return True
+        if not isinstance(node, cst.Name) or _not_a_read(node, parents):
+            continue
+        parent = parents.get(node)
+        if node.value in params:
+            if not (isinstance(parent, cst.Attribute) and parent.value is node and parent.attr.value in FIXED_FACTS):
+                return True
+        elif depth == 0 and any(b.value is not None and _varies(index, b.value, method, 1)
+                                for b in index.bindings_of_in(node.value, method)):
+            return True
+    return False
+
+
+def _not_a_read(name: cst.Name, parents: dict[cst.CSTNode, cst.CSTNode]) -> bool:
+    """`x` in `self.x` (an attribute's name) or in `f(x=1)` (a keyword)."""
+    parent = parents.get(name)
+    return isinstance(parent, cst.Attribute) and parent.attr is name or isinstance(parent, cst.Arg) and parent.keyword is name
+
+
+# -- the script's own switches ------------------------------------------------------------------
+
+
+def _script_switches(index: ScriptIndex, site: ModelSite) -> list[Switch]:
+    """Every `requires_grad` switch of the model (under any of its names) outside its classes."""
+    return index.answer("model_switches", id(site), lambda: _find_script_switches(index, site))
+
+
+def _whole_model_switches(index: ScriptIndex, site: ModelSite) -> set[int]:
+    """ids of the switches that switch the whole model (under one of its own names, not a part's)."""
+    names = aliases(index, site)
+    return {id(s) for s in _script_switches(index, site) if (s.owner, index.scope_of[s.stmt].name) in names}
+
+
+def _find_script_switches(index: ScriptIndex, site: ModelSite) -> list[Switch]:
+    """The switches of each scope that reaches the model, under its names there and the names of its parts."""
+    by_scope: dict[str, set[str]] = {}
+    for name, scope in aliases(index, site):
+        by_scope.setdefault(scope, set()).add(name)
+    found: list[Switch] = []
+    for scope_name, names in by_scope.items():
+        scope = index.functions.get(scope_name)
+        node = scope.node if scope is not None else index.module if scope_name == "<module>" else None
+        if node is None:
+            continue
+        names = _with_parts(index, scope, names)
+        # only the scope's own statements: a nested function has its own names
+        found += [s for s in requires_grad_switches(index, node, names) if index.scope_of[s.stmt].name == scope_name]
+        found += _switched_by_helpers(index, scope, names)
+    return found
+
+
+def _switched_by_helpers(index: ScriptIndex, scope: Scope | None, names: set[str]) -> list[Switch]:
+    """`freeze(model.backbone)`: a function of this file handed a part of the model switches its
+    gradients; the switch is placed at the call (a function handed the whole model is one of the
+    model's names already)."""
+    calls = index.calls_from(scope) if scope is not None else [c for c in index.calls if c.place.scope.is_module]
+    found: list[Switch] = []
+    for call in calls:
+        function = index.functions.get(call.name or "")
+        if function is None or not isinstance(function.node, cst.FunctionDef) or function.class_name:
+            continue
+        positional = [a for a in call.node.args if a.keyword is None and not a.star]
+        for arg in call.node.args:
+            spelled = base_spelling(arg.value)
+            if spelled is None or spelled in names or not _part_of(spelled, names):
+                continue
+            param = arg.keyword.value if arg.keyword is not None else (
+                function.params[positional.index(arg)] if arg in positional and positional.index(arg) < len(function.params) else None)
+            if param is None:
+                continue
+            found += [Switch(s.node, spelled + s.owner.removeprefix(param), s.on, call.place.stmt)
+                      for s in requires_grad_switches(index, function.node, {param})]
+    return found
+
+
+def _with_parts(index: ScriptIndex, scope: Scope | None, names: set[str]) -> set[str]:
+    """`names` and the names a scope (None: the module) binds to parts of them: `trunk = model[0]`,
+    `encoder = model.encoder`."""
+    bindings = index.bindings_in(scope) if scope is not None else [b for b in index.bindings if b.place.scope.is_module]
+    return names | {b.target for b in bindings
+                    if isinstance(b.value, (cst.Attribute, cst.Subscript)) and _part_of(base_spelling(b.value), names)}
+
+
+def _names_in_site_scope(index: ScriptIndex, site: ModelSite) -> set[str]:
+    """The model's names where it is wrapped, with the names of its parts there."""
+    names = {name for name, scope in aliases(index, site) if scope == site.scope.name}
+    return _with_parts(index, None if site.scope.is_module else site.scope, names)
+
+
+def _trains(index: ScriptIndex, stmt: cst.BaseStatement, backward: list[cst.Call], short: set[str]) -> bool:
+    """The statement runs a backward, or calls a function that trains (`short`: their last names)."""
+    backward_ids = {id(call) for call in backward}
+    return any(id(call) in backward_ids or (spell(call.func) or "").rsplit(".", 1)[-1] in short
+               for call in index.calls_under(stmt))
+
+
+def _part_of(spelled: str | None, names: set[str]) -> bool:
+    return spelled is not None and any(spelled == n or spelled.startswith(n + ".") for n in names)
+
+
+def _freezes_all(value: cst.Call) -> bool:
+    """`Net().requires_grad_(False)` (maybe `.to(device)` around it)."""
+    return any(isinstance(c.func, cst.Attribute) and c.func.attr.value == "requires_grad_" and c.args
+               and spell(c.args[0].value) == "False" for c in calls_in(value))
+
+
+def _hands_over(index: ScriptIndex, stmt: cst.BaseStatement, spelling: str) -> bool:
+    """`stmt` passes the model to a function of this file (`replace_head(model, 2)`), which may add a trainable part."""
+    return any(spell(c.func) in index.functions and any(spell(a.value) == spelling for a in c.args)
+               for c in index.calls_under(stmt))
