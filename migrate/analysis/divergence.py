@@ -36,6 +36,7 @@ class Divergence:
     code: str  # MIG121 per-rank value, MIG122 random, MIG123 re-initialised weights
     node: cst.CSTNode  # where it is reported
     parts: list  # text, and nodes standing for "line N"
+    hangs: bool = False  # the converted script would hang for certain: the conversion is refused
 
 
 def reinitialization(index: ScriptIndex, node: cst.CSTNode, names: set[str]) -> cst.Call | None:
@@ -106,6 +107,9 @@ def _assignments(index: ScriptIndex, scope: Scope) -> list[tuple[str, cst.BaseEx
     if scope not in known:
         known[scope] = _own_assignments(scope)
     return known[scope]
+
+
+assignments = _assignments  # shared with episodes.py
 
 
 def _own_assignments(scope: Scope) -> list[tuple[str, cst.BaseExpression]]:

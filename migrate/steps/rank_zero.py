@@ -1,6 +1,8 @@
-"""Output happens once: prints, `logging` records below ERROR, tensorboard and wandb writes,
-checkpoints (`torch.save`) and files opened for writing run on rank 0 only; tqdm bars are
-disabled on the other ranks. Errors are still logged by every rank.
+"""Output happens once: prints (and `sys.stdout.write`), `logging` records below ERROR, tensorboard
+and wandb writes, checkpoints (`torch.save`, `np.save`), figures and images (`savefig`, a PIL
+image's or a matplotlib animation's `.save(path)`), `Path.write_text`/`write_bytes` and files
+opened for writing run on rank 0 only; after teardown (once `main()` has returned) the writes ask
+the launcher's RANK; tqdm bars are disabled on the other ranks. Errors are still logged by every rank.
 
 A statement that could run a collective (a forward of the wrapped model, a call into the
 script's own functions) is never put under the guard, or ranks would wait on each other
@@ -24,6 +26,8 @@ LOG_METHODS = frozenset({"debug", "info", "warning", "warn", "log"})
 WANDB_CALLS = frozenset({"init", "log", "finish", "watch", "save", "log_artifact", "define_metric", "alert"})
 WRITERS = ("torch.utils.tensorboard.SummaryWriter", "tensorboardX.SummaryWriter")
 SAVES = ("torch.save", "numpy.save", "numpy.savez", "json.dump", "pickle.dump")
+IMAGE_MAKERS = ("PIL.", "matplotlib.animation.")  # what `x = ...` makes that `x.save(path)` writes to a file
+PATH_WRITES = frozenset({"write_text", "write_bytes"})
 RANK_WORDS = ("rank", "is_main", "main_process", "master")
 
 
@@ -32,8 +36,11 @@ def rank_zero(ctx: Context) -> None:
     loggers = _bound_names(index, lambda q: q.endswith("getLogger"))
     writers = _bound_names(index, lambda q: q in WRITERS)
     runs = _bound_names(index, lambda q: q == "wandb.init")
+    images = _bound_names(index, lambda q: q.startswith(IMAGE_MAKERS))
     for call in index.calls:
         kind = _sink_kind(index, call, loggers, writers, runs)
+        if kind is None and _saves_image(call, images):
+            kind = "write"
         if kind == "progress":
             _disable_progress_bar(ctx, call)
         elif kind == "create":
@@ -64,7 +71,7 @@ def _bound_names(index: ScriptIndex, matches) -> set[str]:  # type: ignore[no-un
 def _sink_kind(index: ScriptIndex, call: CallSite, loggers: set[str], writers: set[str], runs: set[str]) -> str | None:
     name = call.name or ""
     owner, _, method = name.rpartition(".")
-    if name == "print" or name == "tqdm.tqdm.write":
+    if name in ("print", "tqdm.tqdm.write", "sys.stdout.write"):
         return "print"
     if (owner == "logging" or owner in loggers) and method in LOG_METHODS:
         return "print"
@@ -79,6 +86,14 @@ def _sink_kind(index: ScriptIndex, call: CallSite, loggers: set[str], writers: s
     if _is_foreign_saver(index, name):
         return "foreign"
     return None
+
+
+def _saves_image(call: CallSite, images: set[str]) -> bool:
+    """`img.save(path)` of a PIL image, `ani.save(path)` of a matplotlib animation, and
+    `path.write_text(...)` / `path.write_bytes(...)` (pathlib)."""
+    owner, _, method = (call.name or "").rpartition(".")
+    func = call.node.func
+    return method == "save" and owner in images or isinstance(func, cst.Attribute) and func.attr.value in PATH_WRITES
 
 
 def _is_foreign_saver(index: ScriptIndex, name: str) -> bool:
@@ -101,7 +116,7 @@ def _guard_statement(ctx: Context, call: CallSite, kind: str) -> None:
     if not _is_own_statement(stmt, call.node):
         return
     if not may_guard(ctx, stmt):
-        if kind == "print":
+        if kind == "print" or kind in ("write", "foreign") and after_teardown(ctx, stmt):
             _guard_outside_group(ctx, stmt)
         return
     if _may_be_collective(ctx, call.node):
@@ -116,13 +131,35 @@ def _guard_statement(ctx: Context, call: CallSite, kind: str) -> None:
 
 def _guard_outside_group(ctx: Context, stmt: cst.BaseStatement) -> None:
     """A print or log line that runs before setup (at import, or before `main()` sets the group up)
-    or after teardown: `dist.get_rank()` cannot tell the rank there, the launcher's RANK can."""
+    or after teardown, or a write after teardown (`torch.save`, `plt.savefig` once `main()` has
+    returned): `dist.get_rank()` cannot tell the rank there, the launcher's RANK can."""
     index = ctx.index
     if under_rank_check(ctx, stmt):
         return
     if ctx.sites.entry is None or ctx.sites.entry.library or runs_in_process_group(index, ctx.sites.entry, stmt):
         return
     ctx.plan.guard(stmt, launcher_rank_zero_test(ctx))
+
+
+def after_teardown(ctx: Context, stmt: cst.BaseStatement) -> bool:
+    """Whether `stmt` runs at module level after the process group is gone: after teardown in the
+    entry block, or after the statement that calls the training function (`model = main()`)."""
+    entry, index = ctx.sites.entry, ctx.index
+    scope = index.scope_of.get(stmt)
+    if entry is None or entry.library or scope is None or not scope.is_module:
+        return False
+    for around in index.enclosing_statements(stmt):
+        located = index.block_of.get(around)
+        if located is None:
+            continue
+        block, position = located
+        if block is entry.block:
+            end = index.block_of.get(entry.teardown_after) if entry.teardown_after is not None else None
+            return end is not None and end[0] is block and position > end[1]
+        if not entry.scope.is_module and any(
+                entry.scope.name in {spell(c.func) for c in calls_in(earlier)} for earlier in block.body[:position]):
+            return True
+    return False
 
 
 def _one_line_suite_holding(stmt: cst.BaseStatement, call: cst.Call) -> cst.SimpleStatementSuite | None:

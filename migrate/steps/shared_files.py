@@ -10,7 +10,8 @@ process did to the filesystem now happens N times, concurrently.
   what the run made, a barrier follows it.
 - `f = open(path, "w")` and the writes and close that follow: the whole sequence on rank 0.
 - A file rank 0 saves and every rank loads again (`torch.save(..., p)` ... `torch.load(p)`):
-  a barrier before the load, so no rank reads it half written or stale.
+  a barrier before the load, so no rank reads it half written or stale. After teardown (no
+  barrier left), the load and the rest of its block run on rank 0 as well.
 
 A barrier is added only where every rank reaches it: after setup, before teardown, and not under
 a condition that may differ between ranks (a loss, a metric). Where that cannot be told, the
@@ -25,7 +26,7 @@ from migrate.analysis.entry import runs_in_process_group
 from migrate.analysis.index import CallSite, ScriptIndex, descendants, names_in, read_names, spell
 from migrate.analysis.training import argument, callers_of, calls_in, contains
 from migrate.steps.base import Context, expression, statements
-from migrate.steps.rank_zero import SAVES, may_be_collective, may_guard, runs_on_rank_zero
+from migrate.steps.rank_zero import SAVES, after_teardown, launcher_rank_zero_test, may_be_collective, may_guard, runs_on_rank_zero
 
 MAKE_DIRS = ("os.mkdir", "os.makedirs")
 DESTRUCTIVE = (
@@ -395,12 +396,33 @@ def _load_after_save(ctx: Context) -> None:
         if id(stmt) in done or order.get(stmt, 0) < order.get(save.place.stmt, 0):
             continue
         done.add(id(stmt))
+        if _rest_on_rank_zero(ctx, save.place.stmt, stmt):
+            continue
         if every_rank_reaches(ctx, stmt) and not runs_on_rank_zero(ctx, stmt):
             ctx.plan.insert_above(stmt, _barrier(ctx, f"rank 0 has finished writing {key}"))
         elif not runs_on_rank_zero(ctx, stmt):
             ctx.report("MIG120", f"`{ctx.code(call.node)}` reads a file only rank 0 writes, under a condition that may "
                        "differ between ranks, so no barrier was added: a rank may read it before rank 0 has written it; "
                        f"add {ctx.distributed.said(ctx.distributed.barrier)} where every rank passes before it", call.node)
+
+
+def _rest_on_rank_zero(ctx: Context, save: cst.BaseStatement, load: cst.BaseStatement) -> bool:
+    """A file saved after teardown (rank 0 only) and loaded again further down the same block: no
+    barrier can order them any more, so the load and the rest of the block run on rank 0 too
+    (after teardown every rank has only its own work left, which rank 0 does as the single
+    process did). False where that does not hold."""
+    index = ctx.index
+    if not (after_teardown(ctx, save) and after_teardown(ctx, load)):
+        return False
+    located = index.block_of.get(save)
+    holder = next((s for s in index.enclosing_statements(load) if index.block_of.get(s, (None,))[0] is (located or (None,))[0]), None)
+    if located is None or holder is None or index.block_of[holder][1] <= located[1]:
+        return False
+    block = located[0]
+    for later in block.body[index.block_of[holder][1]:]:
+        if not runs_on_rank_zero(ctx, later):
+            ctx.plan.guard(later, launcher_rank_zero_test(ctx))
+    return True
 
 
 def _file_key(ctx: Context, node: cst.BaseExpression, stmt: cst.BaseStatement) -> tuple[str, cst.BaseStatement]:
