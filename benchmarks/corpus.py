@@ -10,8 +10,11 @@ row and each target this runner
    internal error (an error result, or output that does not compile), bad input;
 2. for a converted file marked runnable in benchmarks/corpus_runs.tsv, whose imports all resolve
    here, copies the script alone into a temporary folder (plus any files the table asks for) and
-   runs `migrate verify --target T --fake-data --report json --steps 3 --timeout 180 SCRIPT -- ARGS`
-   there, with tests/shims and the row's siblings folder on PYTHONPATH, and records its JSON.
+   runs `migrate verify --target T --fake-data --report json --steps 3 --timeout 180 --to-end
+   --max-time 900 SCRIPT -- ARGS` there, with tests/shims and the row's siblings folder on
+   PYTHONPATH, and records its JSON (`--steps-only`: without --to-end and --max-time);
+3. counts, per target, the converted scripts verify ran to the end: every rank of the converted
+   script ran it to completion (the report's `ran_to_end`), the row "ran to the end (--to-end)".
 
 benchmarks/corpus_runs.tsv (tab-separated, '#' lines are comments) has one row per id:
     id        w001
@@ -66,8 +69,10 @@ DEFAULT_CORPUS = ROOT / ".corpus"
 RUNS_TABLE = Path(__file__).resolve().parent / "corpus_runs.tsv"
 SHIMS = ROOT / "tests" / "shims"
 VERIFY_STEPS = 3
-VERIFY_TIMEOUT = 180  # seconds per launch, passed to migrate verify
-PROCESS_TIMEOUT = 2 * (VERIFY_TIMEOUT + 60) + 120  # the whole verify command: two launches and slack
+VERIFY_TIMEOUT = 180  # seconds without progress that make a hang, passed to migrate verify
+VERIFY_MAX_TIME = 900  # seconds a launch may work, to the end of the script (--max-time)
+PROCESS_TIMEOUT = 2 * (VERIFY_MAX_TIME + 60) + 120  # the whole verify command: two launches and slack
+RAN_TO_END = "ran to the end (--to-end)"
 
 # Outcomes, in the order the summary lists them.
 VERIFIED = "verified"
@@ -121,6 +126,7 @@ class Record:
     verify_seconds: float = 0.0
     verify_command: list[str] = field(default_factory=list)
     verify_report: dict | None = None
+    ran_to_end: bool | None = None  # verify's `ran_to_end`: every converted rank ran the script to completion
 
 
 # ---------------------------------------------------------------------------------------------
@@ -314,8 +320,9 @@ def child_environment(siblings: Path | None) -> dict[str, str]:
     return env
 
 
-def verify(record: Record, row: Row, spec: RunSpec, corpus: Path) -> None:
-    """Run `migrate verify` on one converted file in a temporary folder; fill the record's outcome."""
+def verify(record: Record, row: Row, spec: RunSpec, corpus: Path, to_end: bool = True) -> None:
+    """Run `migrate verify` on one converted file in a temporary folder (`to_end`: to the end of the
+    script); fill the record's outcome."""
     siblings = corpus / "siblings" / row.id
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix=f"corpus-{row.id}-{record.target}-") as folder:
@@ -325,7 +332,7 @@ def verify(record: Record, row: Row, spec: RunSpec, corpus: Path) -> None:
             write_fixture(fixture, Path(folder))
         command = [sys.executable, "-m", "migrate", "verify", "--target", record.target, "--fake-data",
                    "--report", "json", "--steps", str(VERIFY_STEPS), "--timeout", str(VERIFY_TIMEOUT),
-                   script.name, "--", *spec.args]
+                   *(["--to-end", "--max-time", str(VERIFY_MAX_TIME)] if to_end else []), script.name, "--", *spec.args]
         record.verify_command = command[1:]
         try:
             result = subprocess.run(command, cwd=folder, env=child_environment(siblings), capture_output=True,
@@ -349,6 +356,7 @@ def verify(record: Record, row: Row, spec: RunSpec, corpus: Path) -> None:
         record.message = tail[:300]
         return
     record.message = str(report.get("message", ""))[:300]
+    record.ran_to_end = report.get("ran_to_end")
     status = report.get("status")
     if result.returncode == 0 and status == "passed":
         record.outcome, record.detail = VERIFIED, ""
@@ -386,7 +394,7 @@ def short_reason(message: str) -> str:
 
 
 def run_corpus(rows: list[Row], targets: list[str], runs: dict[str, RunSpec], corpus: Path, verify_runs: bool,
-               jobs: int, progress: bool = True) -> list[Record]:
+               jobs: int, progress: bool = True, to_end: bool = True) -> list[Record]:
     records: list[Record] = []
     pending: list[tuple[Record, Row, RunSpec]] = []
     for target in targets:
@@ -413,7 +421,7 @@ def run_corpus(rows: list[Row], targets: list[str], runs: dict[str, RunSpec], co
         else:
             def one(task: tuple[Record, Row, RunSpec]) -> None:
                 record, row, spec = task
-                verify(record, row, spec, corpus)
+                verify(record, row, spec, corpus, to_end)
                 if progress:
                     print(f"  {record.target:9} {record.id}  {record.outcome}  {record.detail}  ({record.verify_seconds} s)",
                           file=sys.stderr, flush=True)
@@ -447,13 +455,15 @@ def render_summary(records: list[Record], targets: list[str], markdown: bool) ->
     rows = [(outcome, [cell(table[outcome][t]) for t in targets]) for outcome in OUTCOMES
             if any(table[outcome][t] for t in targets)]
     totals = ["files", [str(sum(1 for r in records if r.target == t)) for t in targets]]
+    ended = [RAN_TO_END, [str(ran_to_end(records, t)) for t in targets]]
     if markdown:
         lines = ["| outcome | " + " | ".join(targets) + " |", "|---|" + "---|" * len(targets)]
-        lines += [f"| {name} | " + " | ".join(cells) + " |" for name, cells in [*rows, totals]]
+        lines += [f"| {name} | " + " | ".join(cells) + " |" for name, cells in [*rows, ended, totals]]
         return "\n".join(lines)
     lines = []
     for target in targets:
         lines.append(f"{target}: {sum(1 for r in records if r.target == target)} files")
+        lines.append(f"  {RAN_TO_END:52} {ran_to_end(records, target):3}")
         for outcome in OUTCOMES:
             details = table[outcome][target]
             if details:
@@ -461,6 +471,11 @@ def render_summary(records: list[Record], targets: list[str], markdown: bool) ->
                 lines += [f"      {name:48} {count:3}" for name, count in sorted(details.items(), key=lambda kv: (-kv[1], kv[0]))
                           if name]
     return "\n".join(lines)
+
+
+def ran_to_end(records: list[Record], target: str) -> int:
+    """How many converted scripts of `target` verify ran to the end (on every rank)."""
+    return sum(1 for r in records if r.target == target and r.ran_to_end)
 
 
 def render_files(records: list[Record], targets: list[str], markdown: bool) -> str:
@@ -472,6 +487,7 @@ def render_files(records: list[Record], targets: list[str], markdown: bool) -> s
         if record is None:
             return "-"
         text = record.outcome + (f": {record.detail}" if record.detail else "")
+        text += ", ran to the end" if record.ran_to_end else ""
         warnings = [c for c in dict.fromkeys(record.codes) if c != record.detail]
         text += f" [{' '.join(warnings)}]" if warnings else ""
         if record.outcome in (CRASHED, INTERNAL, BAD_INPUT, VERIFY_ERROR) and record.message:
@@ -500,6 +516,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ids", default="", help="comma-separated ids (default: every row)")
     parser.add_argument("--no-verify", action="store_true", help="convert and classify only; run nothing")
     parser.add_argument("--jobs", type=int, default=1, help="verify runs at a time (default 1)")
+    parser.add_argument("--steps-only", action="store_true", help="verify only the first steps, not --to-end")
     parser.add_argument("--markdown", action="store_true", help="print the tables as markdown")
     parser.add_argument("--out", help="write every record (with verify's JSON) to this file")
     parser.add_argument("--manifest", type=Path, default=DEFAULT_MANIFEST)
@@ -519,7 +536,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"{len(absent)} corpus files are missing under {options.corpus}/scripts (run extract.sh): {absent[0]}...")
     targets = list(TARGETS) if options.target == "all" else [options.target]
     start = time.perf_counter()
-    records = run_corpus(rows, targets, read_runs(options.runs), options.corpus, not options.no_verify, options.jobs)
+    records = run_corpus(rows, targets, read_runs(options.runs), options.corpus, not options.no_verify, options.jobs,
+                         to_end=not options.steps_only)
     print(render_summary(records, targets, options.markdown))
     print()
     print(render_files(records, targets, options.markdown))

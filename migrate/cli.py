@@ -168,10 +168,14 @@ def verify(
     converted: Annotated[Optional[str], typer.Option("--converted", metavar="PATH", help="Check this already converted script instead of converting SCRIPT.")] = None,
     steps: Annotated[int, typer.Option("--steps", min=1, metavar="N", help="Optimizer steps each run takes before it is stopped.")] = 3,
     nproc: Annotated[int, typer.Option("--nproc", min=2, metavar="N", help="Processes the converted script runs with.")] = 2,
-    timeout: Annotated[float, typer.Option("--timeout", min=5, metavar="SECONDS", help="After this long a rank counts as hung; its stack is reported.")] = 180.0,
+    timeout: Annotated[float, typer.Option("--timeout", min=5, metavar="SECONDS", help="A run whose ranks make no progress (no step, no record, no CPU time) for this long is hung; where each waits is reported.")] = 180.0,
+    max_time: Annotated[Optional[float], typer.Option("--max-time", min=5, metavar="SECONDS", help="Stop a run that still works after this long, reported as still working (default: 20 times --timeout).", show_default=False)] = None,
+    to_end: Annotated[bool, typer.Option("--to-end", help="Run the script to completion on every rank (evaluation, saves, sampling after training), not just --steps steps; every check still applies.")] = False,
+    then: Annotated[Optional[str], typer.Option("--then", metavar="ARGS", help="Run each script a second time in the folder its first run left, with ARGS added (e.g. --then \"--resume\"), and check that the converted one resumes as the original does.", show_default=False)] = None,
     fake_data: Annotated[bool, typer.Option("--fake-data", help="Replace torchvision datasets (MNIST, CIFAR, ImageFolder...) with small synthetic ones: offline and fast.")] = False,
     compare: Annotated[bool, typer.Option("--compare", help="Deterministic scripts: also compare each step's loss and the final weights with the original run at nproc times its batch (shuffling turned off in both; to-horovod converts without its lr scaling for it).")] = False,
     gpu: Annotated[bool, typer.Option("--gpu", help="Run on the GPUs (NCCL, one process per GPU) instead of the CPU with gloo.")] = False,
+    pretend_gpu: Annotated[bool, typer.Option("--pretend-gpu", help="Run the GPU path on the CPU: torch believes each rank has a GPU; a GPU tensor meeting a CPU one, or NCCL given a CPU tensor, fails with the script's line (ddp, fsdp, horovod).")] = False,
     zero: Zero = 2,
     report: Annotated[str, typer.Option("--report", metavar="FORMAT", help="text, markdown or json (on stdout).")] = "text",
     keep: Annotated[Optional[str], typer.Option("--keep", metavar="FOLDER", help="Keep the copies and per-rank records in FOLDER (a new or empty folder, not one that holds the script's folder).")] = None,
@@ -199,9 +203,15 @@ def verify(
         raise typer.BadParameter(f"{target!r}: choose {' or '.join(_verifiable())}", param_hint="--target")
     if report not in RENDER:
         raise typer.BadParameter(f"{report!r}: choose text, markdown or json", param_hint="--report")
+    if pretend_gpu and gpu:
+        raise typer.BadParameter("runs on real GPUs: --pretend-gpu is for a machine without one", param_hint="--gpu")
+    if pretend_gpu and target == "deepspeed":
+        raise typer.BadParameter("DeepSpeed's CPU accelerator keeps the model on the CPU, so batches sent to the "
+                                 "pretend GPU would be false alarms: use --target ddp, fsdp or horovod", param_hint="--pretend-gpu")
     options = VerifyOptions(target=target, steps=steps, nproc=nproc, timeout=timeout, fake_data=fake_data, gpu=gpu, compare=compare,
                             converted=converted, script_args=tuple(script_args or ()), keep=keep,
-                            options=_verify_conversion_options(target, zero, compare))
+                            options=_verify_conversion_options(target, zero, compare), to_end=to_end, max_time=max_time,
+                            then=_then_arguments(then), pretend_gpu=pretend_gpu)
     try:
         result = run_verify(script, options)
     except InputError as error:
@@ -214,6 +224,16 @@ def verify(
         raise typer.Exit(128 + getattr(interrupt, "signum", 2)) from None
     sys.stdout.write(RENDER[report](result))
     raise typer.Exit(result.exit_code)
+
+
+def _then_arguments(then: str | None) -> tuple[str, ...] | None:
+    """--then's string as arguments (split like a shell would)."""
+    if then is None:
+        return None
+    try:
+        return tuple(shlex.split(then))
+    except ValueError as error:
+        raise typer.BadParameter(f"{then!r}: {error}", param_hint="--then") from None
 
 
 def _verify_error(script: str, target: str, message: str):  # type: ignore[no-untyped-def]

@@ -1,13 +1,22 @@
 """The checks of `migrate verify`, computed from what each rank recorded (no torch needed here).
 
-1. every rank starts and reaches N steps            (`steps`)
+1. every rank starts and reaches N steps            (`steps`; with --to-end: and ends without error)
 2. no rank waits forever                           (`hang`)
-3. parameters identical across ranks after a step  (`parameters`)
+3. parameters identical across ranks after a step  (`parameters`: full parameters, FSDP2 and ZeRO-3
+                                                    shards gathered on every rank)
 4. ranks train on different samples                (`data`)
-5. output and files on rank 0 only                 (`rank_zero`)
+5. output and files on rank 0 only                 (`rank_zero`: whatever printed or wrote it,
+                                                    with the user's line; folders made are allowed)
 6. checkpoints keep the original's layout          (`checkpoint`)
+7. with --compare: losses and weights match the original's, and every parameter that trains in
+   the original trains in the converted run, and the other way round (`compare`, by name)
 
-Each check says what was seen and where (`file:line` in the converted script, with the line).
+A step is an optimizer's step, or (no optimizer stepping) a change of the trained parameters
+between two forwards: a hand-written update.
+
+Each check says what was seen and where (`file:line` in the converted script, with the line; a
+rank that waits is named with the user's file and line where it waits). An original script that
+hangs, or is killed, is said to do so, with where it waited, never as a bare exit status.
 """
 
 from __future__ import annotations
@@ -32,6 +41,7 @@ TITLES = {
     "rank_zero": "output and files on rank 0 only",
     "checkpoint": "checkpoints keep the original's layout",
     "compare": "trains like the original at nproc times the batch",
+    "resume": "the second run (--then) resumes from what the first saved",
 }
 # --compare: float32 sums in another order differ by ~1e-7; these bounds leave ample margin
 WEIGHT_ATOL, WEIGHT_RTOL, LOSS_RTOL = 1e-5, 1e-4, 1e-4
@@ -70,8 +80,12 @@ class Launch:
     returncode: int
     output: str  # stdout and stderr together, the tail
     records: dict[int, RankRecord]
-    timed_out: bool
+    timed_out: bool  # stopped by verify (see `stopped`), not ended by itself
     folder: str = ""  # where the ranks wrote their records
+    stopped: str = ""  # "no progress" (a hang), "still working" (at --max-time), "" (see processes.py)
+    idle: tuple[int, ...] = ()  # the ranks that had made no progress for the timeout when it was stopped
+    seconds: float = 0.0  # how long it ran
+    timeout: float = 0.0  # the --timeout it ran under
 
 
 @dataclass
@@ -94,6 +108,8 @@ class VerifyResult:
     findings: tuple[Finding, ...] = ()
     steps: int = 0
     nproc: int = 0
+    notes: list[str] = field(default_factory=list)  # what verify left out of its copy, or noticed
+    ran_to_end: bool | None = None  # --to-end: every rank of the converted script ran it to completion
 
     @classmethod
     def cannot_run(cls, script: str, target: str, message: str, findings: tuple[Finding, ...] = ()) -> VerifyResult:
@@ -112,6 +128,8 @@ class VerifyResult:
             "steps": self.steps,
             "nproc": self.nproc,
             "checks": [c.as_dict() for c in self.checks],
+            "notes": list(self.notes),
+            "ran_to_end": self.ran_to_end,
             "findings": [{"code": f.code, "severity": f.severity.value, "line": f.line, "col": f.col, "message": f.message}
                          for f in self.findings],
         }
@@ -150,10 +168,11 @@ class Source:
 
 
 def check_all(script: str, target: str, steps: int, nproc: int, original: Launch, converted: Launch,
-              findings: tuple[Finding, ...], converted_text: str, compare: bool = False) -> VerifyResult:
+              findings: tuple[Finding, ...], converted_text: str, compare: bool = False,
+              original_text: str = "") -> VerifyResult:
     name = Path(script).name
     result = VerifyResult(script=script, target=target, status="passed", findings=findings, steps=steps, nproc=nproc)
-    expected, problem = expected_steps(original, steps)
+    expected, problem = expected_steps(original, steps, Source(name, original_text))
     if problem:
         result.status, result.message = "error", problem
         return result
@@ -176,19 +195,46 @@ def check_all(script: str, target: str, steps: int, nproc: int, original: Launch
     return result
 
 
-def expected_steps(original: Launch, steps: int) -> tuple[int, str]:
+def expected_steps(original: Launch, steps: int, source: Source | None = None) -> tuple[int, str]:
     """(the steps the converted run must reach, or a reason the comparison cannot run)."""
     record = original.records.get(0)
     end = record.end if record else None
+    if record is not None and end is None and (record.stack or original.timed_out):
+        return 0, original_hang(record, original, source or Source("", ""))
     if record is None or end is None:
-        reason = "it timed out" if original.timed_out else f"exit {original.returncode}"
-        return 0, f"the original script did not run to its first steps ({reason}); output:\n{tail(original.output)}"
+        return 0, f"the original script did not run to its first steps ({ended(original)}); output:\n{tail(original.output)}"
     if end["outcome"] == "error":
         return 0, (f"the original script fails on its own, so the conversion cannot be judged: {end.get('error')}"
                    f" at {end.get('where') or '?'}")
     if record.steps == 0:
-        return 0, "the original script took no optimizer step (is the training loop behind an option?)"
+        return 0, ("the original script took no step: no optimizer stepped and no trainable parameter changed"
+                   " between two forwards (is the training loop behind an option?)")
     return min(steps, record.steps), ""
+
+
+def original_hang(record: RankRecord, launch: Launch, source: Source) -> str:
+    """The original stopped without ending: it waited past the timeout, or was stopped; where."""
+    where = waiting_at(record, source) or "a line outside the script (no frame of it on the stack)"
+    if launch.stopped == "still working":
+        return (f"the original script was still working after {launch.seconds:.0f} s (--max-time), so the"
+                f" conversion cannot be judged: rank 0 was at {where} after {record.steps} steps; raise --max-time")
+    if launch.stopped:
+        how = f"made no progress (no step, no record, no CPU time) for {launch.timeout:g} s"
+    else:
+        how = "waited past the timeout" if record.stack.startswith("Timeout") else f"was stopped ({ended(launch)})"
+    return f"the original script hung, so the conversion cannot be judged: rank 0 {how} after {record.steps} steps, at {where}"
+
+
+def ended(launch: Launch) -> str:
+    if launch.stopped == "no progress":
+        return f"no progress for {launch.timeout:g} s"
+    if launch.stopped:
+        return f"still working after {launch.seconds:.0f} s, --max-time"
+    if launch.timed_out:
+        return "it timed out"
+    if launch.returncode < 0:
+        return f"killed by signal {-launch.returncode}"
+    return f"exit {launch.returncode}"
 
 
 def check_steps(launch: Launch, nproc: int, expected: int, source: Source) -> Check:
@@ -209,45 +255,83 @@ def check_steps(launch: Launch, nproc: int, expected: int, source: Source) -> Ch
                                 " (each rank has 1/N of the data)")
         elif record.steps < expected:
             check.status = FAILED
-            stopped = last_user_frame(record.stack, source)
+            stopped = waiting_at(record, source)
             how = f"; it was at {stopped} when it was stopped" if stopped else ""
             check.detail.append(f"rank {rank} reached {record.steps} of {expected} steps{how}")
-    if not check.detail:
+    finished = [r for r in launch.records.values() if r.end is not None and r.end["outcome"] == "finished"]
+    if not check.detail and len(finished) == nproc and any(e.get("to_end") for r in finished for e in r.of("start")):
+        check.detail.append(f"{nproc} ranks ran the script to its end ({', '.join(str(r.steps) for r in finished)} steps)")
+    elif not check.detail:
         check.detail.append(f"{nproc} ranks reached {expected} steps")
     return check
 
 
 def check_hang(launch: Launch, nproc: int, source: Source) -> Check:
+    """Failed when verify stopped the launch for making no progress; skipped (not a hang) when it
+    was stopped at --max-time while a rank still worked. Each rank is named with where it was."""
+    if launch.stopped:
+        return stopped_launch(launch, nproc, source)
     check = Check("hang", PASSED)
     for rank in range(nproc):
         record = launch.records.get(rank)
         if record is not None and record.stack.startswith("Timeout"):
-            check.detail.append(f"rank {rank} waited past the timeout at {last_user_frame(record.stack, source) or '?'}")
+            check.detail.append(f"rank {rank} waited past the timeout at {waiting_at(record, source) or '?'}")
+        elif record is not None and launch.timed_out and record.end is None:
+            check.detail.append(f"rank {rank} was still running at the timeout, at {waiting_at(record, source) or '?'}")
     if launch.timed_out and not check.detail:
         check.detail.append("the launch did not end within the timeout")
     check.status = FAILED if check.detail else PASSED
     return check
 
 
+def stopped_launch(launch: Launch, nproc: int, source: Source) -> Check:
+    """The ranks of a launch verify stopped: which waited (no step, no record, no CPU time for the
+    timeout) and which still worked, each with where it was."""
+    hung = launch.stopped == "no progress"
+    check = Check("hang", FAILED if hung else SKIPPED)
+    for rank in range(nproc):
+        record = launch.records.get(rank)
+        if record is None or record.end is not None:
+            continue
+        where = waiting_at(record, source) or "a line outside the script (no frame of it on the stack)"
+        if rank in launch.idle:
+            check.detail.append(f"rank {rank} made no progress (no step, no record, no CPU time) for "
+                                f"{launch.timeout:g} s after {record.steps} steps, at {where}")
+        else:
+            check.detail.append(f"rank {rank} was still working after {launch.seconds:.0f} s (--max-time), "
+                                f"after {record.steps} steps, at {where}: slow, not hung")
+    if not check.detail:
+        check.detail.append(f"the launch made no progress for {launch.timeout:g} s before its ranks started" if hung
+                            else f"the launch was still working after {launch.seconds:.0f} s (--max-time)")
+    return check
+
+
 def check_parameters(launch: Launch, nproc: int) -> Check:
-    records = [launch.records.get(rank) for rank in range(nproc)]
-    present = [r for r in records if r is not None and r.steps]
+    """The full parameters of each trained model (sharded ones gathered on every rank) are the same
+    on every rank after each step both recorded."""
+    present = [r for r in (launch.records.get(rank) for rank in range(nproc)) if r is not None and parameters_after(r)]
     if len(present) < 2:
-        return Check("parameters", SKIPPED, ["fewer than two ranks took a step"])
-    for index in range(min(r.steps for r in present)):
-        per_rank = [r.of("step")[index]["params"] for r in present]
-        for model in per_rank[0]:
-            values = [p.get(model) for p in per_rank]
-            if "partitioned" in values:
-                return Check("parameters", SKIPPED, ["parameters are partitioned across ranks (ZeRO-3)"])
-            if "sharded" in values:
-                return Check("parameters", SKIPPED, ["parameters are sharded across ranks (FSDP): each rank holds its own part"])
+        return Check("parameters", SKIPPED, ["fewer than two ranks recorded their parameters after a step"])
+    per_rank = [parameters_after(r) for r in present]
+    common = sorted(set.intersection(*(set(p) for p in per_rank)))
+    for step in common:
+        for model in per_rank[0][step]:
+            values = [p[step].get(model) for p in per_rank]
             if len(set(values)) > 1:
                 label = model.split(":", 1)[1]
                 return Check("parameters", FAILED, [
-                    f"after step {index + 1} the parameters of {label} differ between ranks: its gradients are not"
+                    f"after step {step} the parameters of {label} differ between ranks: its gradients are not"
                     " averaged across ranks (is it wrapped, and are the others' batches the same size?)"])
-    return Check("parameters", PASSED, [f"identical on {len(present)} ranks after each of {min(r.steps for r in present)} steps"])
+    sharded = " (sharded parameters gathered from every rank)" if any(
+        e.get("sharded") for r in present for e in r.of("params")) else ""
+    return Check("parameters", PASSED, [f"identical on {len(present)} ranks after each of {len(common)} steps{sharded}"])
+
+
+def parameters_after(record: RankRecord) -> dict[int, dict[str, str]]:
+    """{step: {model: digest of its full parameters}} as the rank recorded them."""
+    found = {e["n"]: e["params"] for e in record.of("step") if e.get("params")}
+    found.update({e["step"]: e["params"] for e in record.of("params") if e.get("params")})
+    return found
 
 
 def check_data(launch: Launch, nproc: int, findings: tuple[Finding, ...], source: Source) -> Check:
@@ -271,22 +355,36 @@ def check_data(launch: Launch, nproc: int, findings: tuple[Finding, ...], source
     return Check("data", FAILED, detail)
 
 
+WRITES = {"write": "wrote", "append": "appended to", "rename": "renamed a file to", "remove": "removed",
+          "link": "linked"}  # "mkdir" and "create" (exclusive: a second rank would fail) are not listed
+
+
 def check_rank_zero(launch: Launch, source: Source) -> Check:
+    """Ranks other than 0 print nothing and change no file (runner's writes.py sees every file
+    opened for writing and everything that reaches stdout and stderr, with the user's line)."""
     seen: list[str] = []
     for rank, record in sorted(launch.records.items()):
-        if rank == 0:
-            continue
-        root = record.root
-        for event in record.events:
-            if event["kind"] in ("print", "log"):
-                seen.append(f"rank {rank} printed {event['text']!r} at {source.at(event.get('where'))}")
-            elif event["kind"] == "write":
-                path = relative(event["path"], root)
-                seen.append(f"rank {rank} wrote {path} at {source.at(event.get('where'))}")
+        if rank != 0:
+            seen += [line for event in record.events if (line := rank_output(rank, event, record.root, source))]
     if not seen:
         return Check("rank_zero", PASSED, ["no other rank printed, logged or wrote a file"])
     more = [f"... and {len(seen) - MAX_LISTED} more"] if len(seen) > MAX_LISTED else []
     return Check("rank_zero", FAILED, seen[:MAX_LISTED] + more)
+
+
+def rank_output(rank: int, event: dict[str, Any], root: str, source: Source) -> str:
+    """What a rank printed or wrote, and where, or "" (output no line of the user's code made)."""
+    kind, where = event["kind"], event.get("where")
+    if kind in ("print", "log"):
+        return f"rank {rank} printed {event['text']!r} at {source.at(where)}"
+    if kind == "output" and where:
+        return (f"rank {rank} printed {event['text']!r} (not through sys.{event.get('stream', 'stdout')}: a"
+                f" subprocess or native code) at {source.at(where)}")
+    if kind == "write" and event.get("op", "write") in WRITES:
+        return f"rank {rank} {WRITES[event.get('op', 'write')]} {relative(event['path'], root)} at {source.at(where)}"
+    if kind == "dropped":
+        return f"rank {rank}: {event['count']} more lines and files not recorded"
+    return ""
 
 
 def check_checkpoints(original: Launch, converted: Launch, source: Source) -> Check:
@@ -338,15 +436,30 @@ def layout_problem(layout: dict[str, Any], expected: list[dict[str, Any]]) -> st
     return f"shapes or dtypes differ from the original's at {changed[:3]}"
 
 
+RUNNER = str(Path(__file__).with_name("runner.py"))
 STACK_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<function>\S+)')
 
 
-def last_user_frame(stack: str, source: Source) -> str | None:
-    """The innermost frame of a dumped stack that lies in the converted script."""
+def last_user_frame(stack: str, source: Source, root: str = "") -> str | None:
+    """The innermost frame of a dumped stack in the user's code: a file under `root` (the copy of
+    the user's folder the rank ran in), or, without a root, the script itself. Named relative to
+    the folder; the script's own lines are quoted."""
     for match in STACK_FRAME.finditer(stack):  # innermost first, thread by thread
-        if Path(match["file"]).name == source.name and "migrate" not in Path(match["file"]).parts:
-            return f"{source.at(source.name + ':' + match['line'])} (in {match['function']})"
+        file = match["file"]
+        if file == RUNNER:
+            continue
+        if root and relative(file, root) != file:
+            name = relative(file, root)
+        elif Path(file).name == source.name:
+            name = source.name
+        else:
+            continue
+        return f"{source.at(name + ':' + match['line'])} (in {match['function']})"
     return None
+
+
+def waiting_at(record: RankRecord, source: Source) -> str | None:
+    return last_user_frame(record.stack, source, record.root)
 
 
 def relative(path: str, root: str) -> str:
@@ -362,16 +475,20 @@ def tail(text: str, lines: int = 15) -> str:
 def check_compare(original: Launch, converted: Launch, nproc: int) -> Check:
     """Weights after the last step and each step's loss (mean over ranks) against the original."""
     ours, theirs = Path(converted.folder) / "weights.pt", Path(original.folder) / "weights.pt"
+    untrained = compare_trained(original, converted)
     if not ours.exists() or not theirs.exists():
+        if untrained:
+            return Check("compare", FAILED, untrained)
         return Check("compare", SKIPPED, ["a run did not reach its last step, so there are no weights to compare"])
     detail = [*compare_losses(original, converted, nproc)]
     import torch  # only here: the comparison needs the tensors themselves
 
     expected = torch.load(theirs, map_location="cpu", weights_only=True)
     actual = torch.load(ours, map_location="cpu", weights_only=True)
-    if not expected:
-        return Check("compare", SKIPPED, ["the original's weights are not readable here (partitioned?)"])
-    worst, failed = 0.0, []
+    if not expected or not actual:
+        return Check("compare", FAILED if untrained else SKIPPED,
+                     untrained or [f"the {'original' if not expected else 'converted run'}'s weights were not saved"])
+    worst, failed = 0.0, list(untrained)
     for (model, state), other in zip(expected.items(), actual.values()):
         for key, tensor in state.items():
             if key not in other or other[key].shape != tensor.shape:
@@ -391,6 +508,40 @@ def check_compare(original: Launch, converted: Launch, nproc: int) -> Check:
                 "seeded scripts without them)")
         return Check("compare", FAILED, failed[:MAX_LISTED] + detail + [hint])
     return Check("compare", PASSED, detail)
+
+
+def compare_trained(original: Launch, converted: Launch) -> list[str]:
+    """Each parameter that changes in the original's steps must change in the converted run's
+    (rank 0, full parameters), and the other way round; a mismatch named by model and parameter."""
+    theirs, ours = trained_parameters(original.records.get(0)), trained_parameters(converted.records.get(0))
+    lines = []
+    for index, (label, changed, frozen) in theirs.items():
+        if index not in ours:
+            continue
+        _, changed_here, frozen_here = ours[index]
+        lines += [f"{label}.{name} trains in the original and not in the converted run (unchanged after its steps)"
+                  for name in sorted(changed & frozen_here)]
+        lines += [f"{label}.{name} trains in the converted run and not in the original"
+                  for name in sorted(frozen & changed_here)]
+    return lines
+
+
+def trained_parameters(record: RankRecord | None) -> dict[str, tuple[str, set[str], set[str]]]:
+    """{model's place: (its class, parameters that changed since its first forward, those that did
+    not)} after the last step the rank recorded its parameters."""
+    events = record.of("params") if record is not None else []
+    if not events:
+        return {}
+    found: dict[str, tuple[str, set[str], set[str]]] = {}
+    for key, name in [pair for e in events for pair in e.get("trained", [])] + events[-1].get("frozen", []):
+        index, _, label = key.partition(":")
+        found.setdefault(index, (label, set(), set()))
+    for e in events:
+        for key, name in e.get("trained", []):
+            found[key.partition(":")[0]][1].add(name)
+    for key, name in events[-1].get("frozen", []):
+        found[key.partition(":")[0]][2].add(name)
+    return found
 
 
 def compare_losses(original: Launch, converted: Launch, nproc: int) -> list[str]:

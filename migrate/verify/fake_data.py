@@ -9,8 +9,9 @@ subclasses that:
 - accept the real constructor signatures (`root`, `train=` / `split=`, `transform`,
   `target_transform`, `download`, and any other keyword, ignored) and never touch the disk or
   the network: `root` is only a name;
-- hold 512 items for a training split and 128 for any other split, each a function of the
-  dataset, the split and the item's index only, so every rank and every run sees the same data;
+- hold, per split, the number of items LENGTHS gives (see "Lengths" below); the content is a
+  function of the dataset, the split and the item's index (MNIST, CIFAR, SVHN and STL10 arrays:
+  of the split), so every rank and every run sees the same data;
 - return items of the real types and shapes (PIL images of the real size and mode, int targets)
   through the transforms the script passes, like the real `__getitem__`;
 - expose the attributes scripts read: `.data` and `.targets` in the real layout (a uint8 tensor
@@ -29,6 +30,19 @@ as attributes of this module, so DataLoader workers started with spawn can unpic
 
 torchtext datasets are not replaced: they are datapipes over downloaded archives, with nothing
 small to stand in for them.
+
+Lengths: a script written for the real data may rely on how it divides: `x.reshape(100, -1)` works
+on MNIST's 60000 training images at batch 100 on 1 or 2 ranks because no batch is short, and
+breaks on a fake of 512 items (a last batch of 12). So each fake split divides like the real one:
+for every batch size b in COMMON_BATCHES and world size w from 1 to 8, b*w divides the fake length
+exactly when it divides the real one, except where b*w is a multiple of 125 (batches of 125, 250,
+500 or 1000 on some world sizes, any batch that is a multiple of 25 on 5 ranks). The fake length
+is the real one with large factors taken out: MNIST's 60000 = 2^5*3*5^4 becomes 12000 =
+2^5*3*5^3 and its 10000 = 2^4*5^4 becomes 2000; CIFAR's 50000 and 10000 become 2000; a length
+that no even batch divides stays odd (SVHN's 73257 = 3*24419 becomes 1257 = 3*419, ImageNet's
+1281167 becomes 1283), and so on (LENGTHS holds each real length beside its fake; VOC's are the
+real ones, already small). Folders (ImageFolder, DatasetFolder, LSUN) have no known length: 3200
+= 2^7*5^2 items for training (divisible by 8..128 and by 100, 200, 400...), 800 for validation.
 """
 
 from __future__ import annotations
@@ -38,8 +52,28 @@ import sys
 import zlib
 from typing import Any
 
-TRAIN_SIZE = 512
-TEST_SIZE = 128
+COMMON_BATCHES = (1, 2, 4, 8, 10, 12, 16, 20, 24, 25, 32, 48, 50, 64, 96, 100, 128, 200, 250, 256, 500, 512, 1000, 1024)
+_MNIST = {"train": (60000, 12000), "test": (10000, 2000)}
+_CIFAR = {"train": (50000, 2000), "test": (10000, 2000)}
+_EMNIST_BYCLASS = {"train": (697932, 1332), "test": (116323, 1163)}
+_FOLDER = {"train": (None, 3200), "test": (None, 800)}
+# dataset (EMNIST: /split) -> split -> (the real length, or None where unknown; the fake length)
+LENGTHS: dict[str, dict[str, tuple[int | None, int]]] = {
+    "MNIST": _MNIST, "FashionMNIST": _MNIST, "KMNIST": _MNIST, "EMNIST/mnist": _MNIST,
+    "EMNIST/letters": {"train": (124800, 9600), "test": (20800, 1600)},
+    "EMNIST/balanced": {"train": (112800, 2400), "test": (18800, 400)},
+    "EMNIST/digits": {"train": (240000, 9600), "test": (40000, 1600)},
+    "EMNIST/byclass": _EMNIST_BYCLASS, "EMNIST/bymerge": _EMNIST_BYCLASS,
+    "QMNIST": {"train": (60000, 12000), "test": (60000, 12000), "test10k": (10000, 2000), "test50k": (50000, 2000),
+               "nist": (402953, 1163)},
+    "CIFAR10": _CIFAR, "CIFAR100": _CIFAR,
+    "SVHN": {"train": (73257, 1257), "test": (26032, 1616), "extra": (531131, 1261)},
+    "STL10": {"train": (5000, 1000), "test": (8000, 1600), "unlabeled": (100000, 800), "train+unlabeled": (105000, 4200)},
+    "CelebA": {"train": (162770, 410), "valid": (19867, 199), "test": (19962, 1818), "all": (202599, 2427)},
+    "ImageNet": {"train": (1281167, 1283), "val": (50000, 2000)},
+    "VOCSegmentation": {"train": (1464, 1464), "val": (1449, 1449), "trainval": (2913, 2913)},
+    "ImageFolder": _FOLDER, "DatasetFolder": _FOLDER, "LSUN": _FOLDER,
+}
 FOLDER_IMAGE_SIZE = (64, 64)  # height, width of ImageFolder / DatasetFolder / ImageNet / LSUN items
 
 _installed: list[str] | None = None
@@ -85,16 +119,28 @@ def _image(key: str, index: int | str, shape: tuple[int, ...], label: int, num_c
 
 
 def _stack(key: str, size: int, shape: tuple[int, ...], num_classes: int, first_label: int = 0) -> tuple[Any, Any]:
-    """`size` images and their labels (first_label .. first_label + num_classes - 1) as numpy arrays."""
+    """`size` images and their labels (first_label .. first_label + num_classes - 1) as numpy
+    arrays, made at once from one generator seeded by `key` (12000 MNIST images in a blink)."""
     import numpy as np
 
-    labels = np.array([first_label + _label(key, i, num_classes) for i in range(size)], dtype=np.int64)
-    images = np.stack([_image(key, i, shape, int(labels[i]) - first_label, num_classes) for i in range(size)])
-    return images, labels
+    rng = _rng(key, "split")
+    labels = rng.integers(num_classes, size=size).astype(np.int64)
+    images = rng.integers(0, 160, size=(size, *shape), dtype=np.uint8)
+    rows = np.arange(shape[0])
+    for label in range(num_classes):
+        top = label * shape[0] // num_classes
+        band = (rows >= top) & (rows < max(top + 1, (label + 1) * shape[0] // num_classes))
+        chosen = np.flatnonzero(labels == label)
+        images[np.ix_(chosen, np.flatnonzero(band))] += 95
+    return images, labels + first_label
 
 
-def _size(split: str) -> int:
-    return TRAIN_SIZE if split.startswith("train") or split in ("unlabeled", "extra", "all") else TEST_SIZE
+def _size(dataset: str, split: str) -> int:
+    """The fake length of a split (LENGTHS); a split not listed: 3200 when it trains, else 800."""
+    known = LENGTHS.get(dataset, {}).get(split)
+    if known is not None:
+        return known[1]
+    return _FOLDER["train" if split.startswith("train") or split in ("unlabeled", "extra", "all") else "test"][1]
 
 
 def _pil(array: Any) -> Any:
@@ -134,8 +180,10 @@ class _MnistFake:
     def _fake_fill(self, split: str, num_classes: int | None = None, first_label: int = 0) -> None:
         import torch
 
-        key = f"{type(self).__name__}/{getattr(self, 'split', '')}/{split}"
-        images, labels = _stack(key, _size(split), (28, 28), num_classes or len(self.classes), first_label)
+        name = type(self).__name__
+        key = f"{name}/{getattr(self, 'split', '')}/{split}"
+        dataset = f"{name}/{self.split}" if name == "EMNIST" else name  # type: ignore[attr-defined]
+        images, labels = _stack(key, _size(dataset, split), (28, 28), num_classes or len(self.classes), first_label)
         self.data = torch.from_numpy(images)
         self.targets = torch.from_numpy(labels)
 
@@ -207,7 +255,8 @@ class _CifarFake:
         self.classes = list(self._fake_classes)
         self.class_to_idx = {name: i for i, name in enumerate(self.classes)}
         split = "train" if train else "test"
-        self.data, labels = _stack(f"{type(self).__name__}/{split}", _size(split), (32, 32, 3), len(self.classes))
+        self.data, labels = _stack(f"{type(self).__name__}/{split}", _size(type(self).__name__, split), (32, 32, 3),
+                                   len(self.classes))
         self.targets = [int(label) for label in labels]
 
     def __getitem__(self, index: int) -> tuple[Any, Any]:
@@ -228,7 +277,7 @@ class _ChannelsFirstFake:
         import numpy as np
 
         side = self._fake_side
-        images, labels = _stack(f"{type(self).__name__}/{split}", _size(split), (side, side, 3), 10)
+        images, labels = _stack(f"{type(self).__name__}/{split}", _size(type(self).__name__, split), (side, side, 3), 10)
         self.data = np.ascontiguousarray(images.transpose(0, 3, 1, 2))
         labels[labelled:] = -1
         self.labels = labels
@@ -249,7 +298,7 @@ class _SvhnFake(_ChannelsFirstFake):
     def __init__(self, root: Any, split: str = "train", transform: Any = None, target_transform: Any = None, download: bool = False, **kwargs: Any) -> None:
         _vision_init(self, root, transform, target_transform)
         self.split = split
-        self._fake_fill(split, _size(split))
+        self._fake_fill(split, _size("SVHN", split))
 
 
 class _Stl10Fake(_ChannelsFirstFake):
@@ -260,7 +309,7 @@ class _Stl10Fake(_ChannelsFirstFake):
         self.split = split
         self.folds = folds
         self.classes = list(STL10_CLASSES)
-        labelled = {"train": TRAIN_SIZE, "test": TEST_SIZE, "unlabeled": 0}.get(split, TRAIN_SIZE // 2)
+        labelled = {"unlabeled": 0}.get(split, _size("STL10", "train" if split.startswith("train") else split))
         self._fake_fill(split, labelled)
 
 
@@ -276,7 +325,7 @@ class _CelebaFake:
         _vision_init(self, root, transform, target_transform)
         self.split = split
         self.target_type = list(target_type) if isinstance(target_type, list) else [target_type]
-        size = _size(split)
+        size = _size("CelebA", split)
         self._fake_key = f"CelebA/{split}"
         rows = [_rng(self._fake_key, "targets", i) for i in range(size)]
         self.filename = [f"{i + 1:06d}.jpg" for i in range(size)]
@@ -328,7 +377,7 @@ class _FolderFake:
         self.classes = [f"class_{i}" for i in range(self._fake_num_classes)]
         self.class_to_idx = {name: i for i, name in enumerate(self.classes)}
         key = f"{type(self).__name__}/{split}"
-        labels = [_label(key, i, len(self.classes)) for i in range(_size(split))]
+        labels = [_label(key, i, len(self.classes)) for i in range(_size(type(self).__name__, split))]
         folder = os.fspath(root) if root else ""
         self.samples = [(os.path.join(folder, self.classes[c], f"{i:05d}.png"), c) for i, c in enumerate(labels)]
         self.imgs = self.samples
@@ -378,7 +427,7 @@ class _LsunFake(_FolderFake):
         self.classes = self._verify_classes(classes)  # type: ignore[attr-defined]
         split = "train" if all(c.endswith("_train") for c in self.classes) else "test"
         key = f"LSUN/{split}"
-        labels = [_label(key, i, len(self.classes)) for i in range(_size(split))]
+        labels = [_label(key, i, len(self.classes)) for i in range(_size("LSUN", split))]
         self.samples = [(f"{self.classes[c]}/{i:07d}", c) for i, c in enumerate(labels)]
         self.targets = labels
         self.length = len(labels)
@@ -394,7 +443,7 @@ class _VocSegmentationFake:
         self.year = year
         self.image_set = image_set
         self._fake_key = f"VOCSegmentation/{year}/{image_set}"
-        size = _size(image_set)
+        size = _size("VOCSegmentation", image_set)
         self.images = [f"{i:06d}.jpg" for i in range(size)]
         self.targets = [f"{i:06d}.png" for i in range(size)]  # the real `masks` reads these
 

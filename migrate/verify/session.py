@@ -1,28 +1,48 @@
-"""Runs one verification: convert into a temporary copy, launch the original and the converted
-script under the runner, read back what every rank recorded, and check it.
+"""Runs one verification: convert into a private copy of the script's folder (sandbox.py), launch
+the original and the converted script under the runner (processes.py watches and ends each
+launch), read back what every rank recorded, and check it (checks.py).
 
-The user's folder is only read. Two copies of it are made (original, converted); small files are
-copied, large ones (datasets, weights) linked. GPUs are hidden unless `gpu=True`.
+- The original runs as one process, the converted script under its target's launcher (torchrun,
+  the deepspeed launcher, horovodrun), each in its own view of the work folder; the work folder is
+  removed at the end (unless --keep), and every process started is gone.
+- A launch is stopped when no rank made progress for --timeout seconds (a hang), or at --max-time
+  (default 20 times --timeout) while still working; see processes.py.
+- `--to-end` lets each rank run the script to completion (the runner still records every step).
+- `--then ARGS` runs each script a second time in the folder its first run left, with ARGS added
+  (`--resume`), and checks that the converted one resumes as the original does (resume.py).
+- A script already converted in place (MIG001) is checked against its committed version as the
+  original (committed.py); DeepSpeed's CPU op is built or found before the clock (deepspeed_op.py);
+  torchrun's log folder goes into the work folder (not a torchelastic_* folder left in TMPDIR).
+- The ranks get this environment's bin folder first on PATH (its ninja) and TORCH_EXTENSIONS_DIR.
+GPUs are hidden unless `gpu=True`.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
-import signal
-import socket
-import subprocess
 import sys
-import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from migrate.model import FileResult, InputError, Options
+from migrate.model import Artifact, FileResult, InputError, Options
 from migrate.verify.checks import Launch, VerifyResult, check_all, read_records
+from migrate.verify.committed import Unavailable, already_converted, committed_text, suggestion
+from migrate.verify.deepspeed_op import extensions_folder
+from migrate.verify.deepspeed_op import prepare as prepare_deepspeed_op
+from migrate.verify.processes import (TAG, Interrupted, ProcessTree, Watch, free_port, output_tail,
+                                      remove_deepspeed_buffers, set_subreaper, signals_blocked, signals_raise,
+                                      supervise)
+from migrate.verify.resume import check_resume, with_resume
+from migrate.verify.sandbox import (COPY_LIMIT, Sandbox, build, named_for_user, user_path, work_folder,
+                                    write_private)
 
-COPY_LIMIT = 8 * 1024 * 1024  # files above this are linked, not copied
-SKIPPED_FOLDERS = {".git", ".venv", "venv", "__pycache__", ".mypy_cache", ".pytest_cache", "node_modules", ".corpus"}
 LAUNCH_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "GROUP_RANK")
+START_ALLOWANCE = 60.0  # seconds of no progress a launch may add before every rank has started (rendezvous)
+TERM_GRACE = 3.0  # seconds between SIGTERM (ranks dump their stacks) and SIGKILL
+CEILING = 20  # --max-time defaults to this many times --timeout
+RUNNER_MARGIN = 60.0  # the runner's own last-resort watchdog fires this long after --max-time
 
 
 @dataclass(frozen=True)
@@ -30,57 +50,143 @@ class VerifyOptions:
     target: str = "ddp"
     steps: int = 3
     nproc: int = 2
-    timeout: float = 120.0
+    timeout: float = 120.0  # seconds without progress that make a hang
     fake_data: bool = False
     gpu: bool = False
     compare: bool = False  # also compare losses and weights with the original at nproc times its batch
     converted: str | None = None  # an already converted script to check instead of converting
     script_args: tuple[str, ...] = ()
     options: Options = field(default_factory=Options)
-    keep: str | None = None  # keep the work folder here (for debugging)
+    keep: str | None = None  # keep the work folder here (for debugging): a new or empty folder
+    to_end: bool = False  # run the script to completion on every rank
+    max_time: float | None = None  # the ceiling of a launch that still works; None: CEILING x timeout
+    then: tuple[str, ...] | None = None  # --then: run each script again in its folder with these arguments added
+    pretend_gpu: bool = False  # the GPU path on the CPU (migrate/verify/pretend_gpu.py)
+
+    @property
+    def ceiling(self) -> float:
+        return self.max_time if self.max_time is not None else CEILING * self.timeout
 
 
 def verify(script: str, options: VerifyOptions) -> VerifyResult:
-    """Run every check on `script`. Raises InputError when the script cannot be read or parsed."""
-    from migrate.api import migrate_source
+    """Run every check on `script`. Raises InputError when the script, its folder or --keep cannot
+    be used; Interrupted (a KeyboardInterrupt) on SIGTERM or SIGHUP, after cleaning up."""
     from migrate.sources import read_source
 
     source, _ = read_source(script)
-    work = Path(options.keep).resolve() if options.keep else Path(tempfile.mkdtemp(prefix="migrate-verify-"))
-    try:
-        folder = Path(script).resolve().parent
-        original_dir = copy_folder(folder, work / "original")
-        converted_dir = copy_folder(folder, work / "converted")
-        name = Path(script).name
-        if options.converted:
-            converted_text, _ = read_source(options.converted)
-            conversion = FileResult(path=str(converted_dir / name), old=source, new=converted_text)
-        else:
-            conversion = migrate_source(source, options.target, options.options, path=str(converted_dir / name))
-        if conversion.error or conversion.new == conversion.old:
-            notes = "; ".join(f"{f.code} {f.message}" for f in conversion.findings) or "nothing to change"
-            return VerifyResult.cannot_run(script, options.target, f"the conversion left the script unchanged ({notes})",
-                                           conversion.findings)
-        (converted_dir / name).write_text(conversion.new)
-        for artifact in conversion.artifacts:
-            Path(artifact.path).parent.mkdir(parents=True, exist_ok=True)
-            Path(artifact.path).write_text(partitioned(artifact.text) if artifact.path.endswith(".json") else artifact.text)
+    folder = Path(os.path.abspath(script)).parent  # as the user names it: `train.py` may be a link
+    work = work_folder(options.keep, folder)
+    with signals_raise():
+        processes = ProcessTree()
+        try:
+            sandbox = Sandbox(folder=folder, work=work)
+            result = convert_and_run(script, source, sandbox, processes, options)
+            return named_for_user(result, sandbox)
+        except InputError as error:
+            raise InputError(user_path(error.path, work, folder), error.line, error.col, error.message) from None
+        finally:
+            with signals_blocked():
+                processes.close()
+                if not options.keep:
+                    shutil.rmtree(work, ignore_errors=True)
 
-        original = launch_original(original_dir / name, work / "records" / "original", options)
-        converted = launch_converted(converted_dir / name, work / "records" / "converted", options)
-        return check_all(script, options.target, options.steps, options.nproc, original, converted,
-                         conversion.findings, conversion.new, compare=options.compare)
-    finally:
-        if not options.keep:
-            shutil.rmtree(work, ignore_errors=True)
+
+def convert_and_run(script: str, source: str, sandbox: Sandbox, processes: ProcessTree,
+                    options: VerifyOptions) -> VerifyResult:
+    """Convert (paths name the converted view), copy the folder, launch both, check."""
+    name = Path(script).name
+    conversion = conversion_of(script, source, sandbox, options)
+    if isinstance(conversion, VerifyResult):
+        return conversion
+    build(sandbox, name)
+    if conversion.old != source:  # the committed original of a script converted in place
+        write_private(sandbox.original / name, conversion.old, sandbox.work)
+    write_private(sandbox.converted / name, conversion.new, sandbox.work)
+    for artifact in conversion.artifacts:
+        text = partitioned(artifact.text) if artifact.path.endswith(".json") else artifact.text
+        write_private(Path(artifact.path), text, sandbox.work)
+    launches = Launches(options, sandbox, processes)
+    original = launches.original(sandbox.original / name)
+    converted = launches.converted(sandbox.converted / name)
+    result = check_all(script, options.target, options.steps, options.nproc, original, converted,
+                       conversion.findings, conversion.new, compare=options.compare, original_text=conversion.old)
+    if options.to_end:
+        result.ran_to_end = ran_to_end(converted, options.nproc)
+    if options.then is not None and result.status != "error":
+        agains = (launches.original(sandbox.original / name, "original-then", options.then),
+                  launches.converted(sandbox.converted / name, "converted-then", options.then))
+        check = check_resume(result, (original, converted), agains, options.then, conversion.findings,
+                             conversion.new, conversion.old, options.compare)
+        result = with_resume(result, check)
+    result.notes[:0] = sandbox.notes
+    return result
+
+
+def ran_to_end(launch: Launch, nproc: int) -> bool:
+    """Every rank ran the script to completion (ended by itself, no error, not stopped)."""
+    ends = [launch.records[rank].end if rank in launch.records else None for rank in range(nproc)]
+    return not launch.timed_out and all(end is not None and end.get("outcome") == "finished" for end in ends)
+
+
+def conversion_of(script: str, source: str, sandbox: Sandbox, options: VerifyOptions) -> FileResult | VerifyResult:
+    """The original and converted texts: SCRIPT and its conversion, or --converted's file, or (SCRIPT
+    already converted in place) its committed version and SCRIPT; a result saying why none."""
+    from migrate.sources import read_source
+
+    path = str(sandbox.converted / Path(script).name)
+    if options.converted:
+        converted_text, _ = read_source(options.converted)
+        return FileResult(path=path, old=source, new=converted_text)
+    conversion = convert(script, source, options, path)
+    if already_converted(conversion):
+        return committed_conversion(script, source, sandbox, options, path)
+    if conversion.error or conversion.new == conversion.old:
+        return VerifyResult.cannot_run(script, options.target, f"the conversion left the script unchanged"
+                                       f" ({findings_text(conversion)})", conversion.findings)
+    return conversion
+
+
+def committed_conversion(script: str, source: str, sandbox: Sandbox, options: VerifyOptions,
+                         path: str) -> FileResult | VerifyResult:
+    """SCRIPT (converted in place) against its committed version as the original (committed.py)."""
+    try:
+        committed = committed_text(script)
+    except Unavailable as why:
+        return VerifyResult.cannot_run(script, options.target, suggestion(script, options.target, str(why)))
+    conversion = convert(script, committed, options, path)
+    if conversion.error or conversion.new == conversion.old:
+        why = f"its committed version (git HEAD) is no single-GPU script to convert ({findings_text(conversion)})"
+        return VerifyResult.cannot_run(script, options.target, suggestion(script, options.target, why))
+    sandbox.notes.append(f"{script} already uses the target (MIG001): verified as the converted script against"
+                         " its committed version (git HEAD) as the original")
+    made = tuple(as_written(artifact, sandbox) for artifact in conversion.artifacts)
+    return FileResult(path=path, old=committed, new=source, findings=conversion.findings, artifacts=made)
+
+
+def as_written(artifact: Artifact, sandbox: Sandbox) -> Artifact:
+    """A file the conversion makes beside the script (a DeepSpeed config) as --write left it in the
+    user's folder (the user's now), else as the conversion makes it."""
+    mine = user_path(artifact.path, sandbox.work, sandbox.folder)
+    return replace(artifact, text=Path(mine).read_text()) if os.path.isfile(mine) else artifact
+
+
+def convert(script: str, source: str, options: VerifyOptions, path: str) -> FileResult:
+    from migrate.api import migrate_source
+
+    try:
+        return migrate_source(source, options.target, options.options, path=path)
+    except InputError as error:  # about the user's text: name the user's script
+        raise InputError(script, error.line, error.col, error.message) from None
+
+
+def findings_text(conversion: FileResult) -> str:
+    return "; ".join(f"{f.code} {f.message}" for f in conversion.findings) or "nothing to change"
 
 
 def partitioned(config_text: str) -> str:
     """A ZeRO-3 config that partitions every parameter for the check: DeepSpeed keeps tensors under
     `stage3_param_persistence_threshold` (1e5 elements by default) whole on every rank, so a small
     model would never meet what partitioning breaks (empty `p.numel()`, a forward on one rank)."""
-    import json
-
     config = json.loads(config_text)
     zero = config.get("zero_optimization", {})
     if zero.get("stage") != 3:
@@ -89,103 +195,97 @@ def partitioned(config_text: str) -> str:
     return json.dumps(config, indent=2) + "\n"
 
 
-def copy_folder(source: Path, destination: Path) -> Path:
-    """Copy a script's folder: small files copied, large ones linked, caches and VCS skipped, and
-    the work folder itself when it lies inside (`--keep` a folder beside the script)."""
-    work = destination.resolve().parent
-    for current, folders, files in os.walk(source):
-        folders[:] = [f for f in folders if f not in SKIPPED_FOLDERS and (Path(current) / f).resolve() != work]
-        target = destination / os.path.relpath(current, source)
-        target.mkdir(parents=True, exist_ok=True)
-        for file in files:
-            path = Path(current) / file
-            if path.is_symlink() or path.stat().st_size > COPY_LIMIT:
-                (target / file).symlink_to(path.resolve())
-            else:
-                shutil.copy2(path, target / file)
-    return destination
+class Launches:
+    """The two launches of a verification, each under the runner, in the work folder's views."""
+
+    def __init__(self, options: VerifyOptions, sandbox: Sandbox, processes: ProcessTree) -> None:
+        self.options, self.sandbox, self.processes = options, sandbox, processes
+
+    def original(self, script: Path, name: str = "original", then: tuple[str, ...] = ()) -> Launch:
+        """The original as one process (`then`: the arguments --then adds for its second run)."""
+        arguments = runner_arguments(script, self.record(name), self.options, self.sandbox.guard, self.options.nproc, then)
+        return self.run(name, [sys.executable, "-m", "migrate.verify.runner", *arguments], script.parent, ranks=1)
+
+    def converted(self, script: Path, name: str = "converted", then: tuple[str, ...] = ()) -> Launch:
+        """The converted script under its target's own launcher (see Target.launcher)."""
+        from migrate.targets import targets
+
+        runner = runner_arguments(script, self.record(name), self.options, self.sandbox.guard, then=then)
+        nproc = str(self.options.nproc)
+        launcher = targets()[self.options.target].launcher
+        if launcher == "deepspeed":
+            if not self.options.gpu:  # before the clock: the op's build is not the script's time
+                self.sandbox.notes += prepare_deepspeed_op(environment(self.options, script.parent), self.options.ceiling)
+            port = free_port()
+            command = [str(Path(sys.executable).parent / "deepspeed"), "--num_gpus", nproc,
+                       "--master_port", str(port), "--module", "migrate.verify.runner", *runner]
+            try:
+                return self.run(name, command, script.parent)
+            finally:
+                remove_deepspeed_buffers(port)
+        if launcher == "horovodrun":
+            command = [str(Path(sys.executable).parent / "horovodrun"), "-np", nproc, "-H", f"localhost:{nproc}",
+                       sys.executable, "-m", "migrate.verify.runner", *runner]
+            return self.run(name, command, script.parent)
+        if launcher != "torchrun":
+            raise InputError(str(script), 0, 0, f"verify cannot launch to-{self.options.target}'s scripts ({launcher or 'one process'})")
+        logs = self.sandbox.work / "torchelastic"  # not a torchelastic_* folder in TMPDIR, left when it is killed
+        command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
+                   f"--log-dir={logs}", "--module", "migrate.verify.runner", *runner]
+        return self.run(name, command, script.parent)
+
+    def record(self, name: str) -> Path:
+        return self.sandbox.work / "records" / name
+
+    def run(self, name: str, command: list[str], cwd: Path, ranks: int | None = None) -> Launch:
+        """One launch of `ranks` ranks (--nproc unless given), watched by processes.supervise
+        until it ends, hangs (no progress for --timeout) or reaches --max-time."""
+        record = self.record(name)
+        record.mkdir(parents=True, exist_ok=True)
+        log = record.parent / f"{name}.out"
+        count = ranks if ranks is not None else self.options.nproc
+        watch = Watch(timeout=self.options.timeout, max_time=self.options.ceiling, ranks=count,
+                      start=START_ALLOWANCE, grace=TERM_GRACE)
+        outcome = supervise(self.processes, name, command, cwd, environment(self.options, cwd), log, record, watch)
+        changed = self.sandbox.changed_files()
+        self.sandbox.notes += [f"warning: {path} changed while the {name} script ran: a subprocess or a native "
+                               "library wrote through verify's read-only link to it" for path in changed]
+        return Launch(outcome.returncode, output_tail(log), read_records(record), bool(outcome.stopped), str(record),
+                      stopped=outcome.stopped, idle=outcome.idle, seconds=outcome.seconds, timeout=self.options.timeout)
 
 
 def environment(options: VerifyOptions, folder: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in LAUNCH_VARIABLES}
+    env = {k: v for k, v in os.environ.items() if k not in LAUNCH_VARIABLES and k != TAG}
     env.update(OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1", PYTHONDONTWRITEBYTECODE="1")
     # the runs start in the copy: the caller's relative PYTHONPATH entries would point elsewhere
     inherited = [os.path.abspath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     env["PYTHONPATH"] = os.pathsep.join([str(folder), *inherited])
+    # this environment's tools first (the ninja that builds DeepSpeed's op), and its extensions folder
+    tools = str(Path(sys.executable).parent)
+    env["PATH"] = os.pathsep.join([tools, *(p for p in os.environ.get("PATH", "").split(os.pathsep) if p and p != tools)])
+    env["TORCH_EXTENSIONS_DIR"] = str(extensions_folder(os.environ))
     if not options.gpu:
         env["CUDA_VISIBLE_DEVICES"] = ""
         env["DS_ACCELERATOR"] = "cpu"
     return env
 
 
-def runner_arguments(script: Path, record: Path, options: VerifyOptions, batch_scale: int = 1) -> list[str]:
+def runner_arguments(script: Path, record: Path, options: VerifyOptions, guard: Path, batch_scale: int = 1,
+                     then: tuple[str, ...] = ()) -> list[str]:
+    """The runner's options: its own watchdog (--timeout) is a last resort past --max-time, since
+    verify itself tells a hang from a slow rank."""
     arguments = ["--record", str(record), "--root", str(script.parent), "--steps", str(options.steps),
-                 "--timeout", str(options.timeout)]
+                 "--timeout", str(options.ceiling + RUNNER_MARGIN), "--guard", str(guard)]
+    if options.to_end:
+        arguments.append("--to-end")
     if options.fake_data:
         arguments.append("--fake-data")
+    if options.pretend_gpu:
+        arguments.append("--pretend-gpu")
     if options.compare:
         arguments += ["--compare-batch-scale", str(batch_scale)]
-    return [*arguments, str(script), *options.script_args]
+    return [*arguments, str(script), *options.script_args, *then]
 
 
-def launch_original(script: Path, record: Path, options: VerifyOptions) -> Launch:
-    command = [sys.executable, "-m", "migrate.verify.runner", *runner_arguments(script, record, options, options.nproc)]
-    return run(command, script.parent, record, options)
-
-
-def launch_converted(script: Path, record: Path, options: VerifyOptions) -> Launch:
-    """The converted script under its target's own launcher (see Target.launcher)."""
-    from migrate.targets import targets
-
-    runner = runner_arguments(script, record, options)
-    launcher = targets()[options.target].launcher
-    if launcher == "deepspeed":
-        port = free_port()
-        command = [str(Path(sys.executable).parent / "deepspeed"), "--num_gpus", str(options.nproc),
-                   "--master_port", str(port), "--module", "migrate.verify.runner", *runner]
-        try:
-            return run(command, script.parent, record, options)
-        finally:
-            remove_deepspeed_buffers(port)
-    if launcher == "horovodrun":
-        bin_folder = Path(sys.executable).parent
-        command = [str(bin_folder / "horovodrun"), "-np", str(options.nproc), "-H", f"localhost:{options.nproc}",
-                   sys.executable, "-m", "migrate.verify.runner", *runner]
-        return run(command, script.parent, record, options)
-    if launcher != "torchrun":
-        raise InputError(str(script), 0, 0, f"verify cannot launch to-{options.target}'s scripts ({launcher or 'one process'})")
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={options.nproc}",
-               "--module", "migrate.verify.runner", *runner]
-    return run(command, script.parent, record, options)
-
-
-def remove_deepspeed_buffers(port: int | str) -> None:
-    """DeepSpeed's CPU all-reduce op leaves its shared-memory buffers (2 x 66 MB per rank pair,
-    named after the master port) in /dev/shm even when the script ends normally: remove them, or
-    repeated runs fill shared memory."""
-    for buffer in Path("/dev/shm").glob(f"deepspeed_allreduce_buffer_*_{port}_*"):
-        buffer.unlink(missing_ok=True)
-
-
-def run(command: list[str], cwd: Path, record: Path, options: VerifyOptions) -> Launch:
-    """Run a launch in its own process group; past the timeout (plus time to start), kill it whole."""
-    record.mkdir(parents=True, exist_ok=True)
-    process = subprocess.Popen(command, cwd=cwd, env=environment(options, cwd), stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True, errors="replace", start_new_session=True)
-    timed_out = False
-    try:
-        output, _ = process.communicate(timeout=options.timeout + 60)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        os.killpg(process.pid, signal.SIGKILL)
-        output, _ = process.communicate()
-    return Launch(process.returncode, output[-20000:], read_records(record), timed_out, str(record))
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-__all__ = ["InputError", "Launch", "VerifyOptions", "verify"]
+__all__ = ["COPY_LIMIT", "InputError", "Interrupted", "Launch", "ProcessTree", "Sandbox", "VerifyOptions",
+           "build", "named_for_user", "remove_deepspeed_buffers", "set_subreaper", "verify", "work_folder"]

@@ -150,24 +150,24 @@ def test_every_listed_dataset_is_patched_once(report: dict) -> None:
 @pytest.mark.parametrize(
     ("name", "length", "image"),
     [
-        ("MNIST", 512, ["PIL", "L", [28, 28]]),
-        ("MNIST-test", 128, ["PIL", "L", [28, 28]]),
-        ("FashionMNIST", 512, ["PIL", "L", [28, 28]]),
-        ("KMNIST", 128, ["PIL", "L", [28, 28]]),
-        ("EMNIST-letters", 512, ["PIL", "L", [28, 28]]),
-        ("QMNIST", 128, ["PIL", "L", [28, 28]]),
-        ("CIFAR10", 512, ["PIL", "RGB", [32, 32]]),
-        ("CIFAR100-test", 128, ["PIL", "RGB", [32, 32]]),
-        ("SVHN", 512, ["PIL", "RGB", [32, 32]]),
-        ("STL10-unlabeled", 512, ["PIL", "RGB", [96, 96]]),
-        ("STL10-test", 128, ["PIL", "RGB", [96, 96]]),
-        ("CelebA", 512, ["PIL", "RGB", [178, 218]]),
-        ("ImageFolder", 512, ["PIL", "RGB", [64, 64]]),
-        ("ImageFolder-val", 128, ["PIL", "RGB", [64, 64]]),
-        ("DatasetFolder", 512, ["PIL", "RGB", [64, 64]]),
-        ("ImageNet", 128, ["PIL", "RGB", [64, 64]]),
-        ("LSUN", 512, ["PIL", "RGB", [64, 64]]),
-        ("VOCSegmentation", 128, ["PIL", "RGB", [128, 96]]),
+        ("MNIST", 12000, ["PIL", "L", [28, 28]]),
+        ("MNIST-test", 2000, ["PIL", "L", [28, 28]]),
+        ("FashionMNIST", 12000, ["PIL", "L", [28, 28]]),
+        ("KMNIST", 2000, ["PIL", "L", [28, 28]]),
+        ("EMNIST-letters", 9600, ["PIL", "L", [28, 28]]),
+        ("QMNIST", 12000, ["PIL", "L", [28, 28]]),
+        ("CIFAR10", 2000, ["PIL", "RGB", [32, 32]]),
+        ("CIFAR100-test", 2000, ["PIL", "RGB", [32, 32]]),
+        ("SVHN", 1257, ["PIL", "RGB", [32, 32]]),
+        ("STL10-unlabeled", 800, ["PIL", "RGB", [96, 96]]),
+        ("STL10-test", 1600, ["PIL", "RGB", [96, 96]]),
+        ("CelebA", 410, ["PIL", "RGB", [178, 218]]),
+        ("ImageFolder", 3200, ["PIL", "RGB", [64, 64]]),
+        ("ImageFolder-val", 800, ["PIL", "RGB", [64, 64]]),
+        ("DatasetFolder", 3200, ["PIL", "RGB", [64, 64]]),
+        ("ImageNet", 2000, ["PIL", "RGB", [64, 64]]),
+        ("LSUN", 3200, ["PIL", "RGB", [64, 64]]),
+        ("VOCSegmentation", 1449, ["PIL", "RGB", [128, 96]]),
     ],
 )
 def test_sizes_and_image_types(report: dict, name: str, length: int, image: list) -> None:
@@ -178,20 +178,20 @@ def test_sizes_and_image_types(report: dict, name: str, length: int, image: list
 
 def test_data_layouts_match_torchvision(report: dict) -> None:
     data = report["datasets"]
-    assert data["MNIST"]["data"] == ["Tensor", "torch.uint8", [512, 28, 28]]
-    assert data["MNIST"]["targets"] == ["Tensor", "torch.int64", [512]]
-    assert data["QMNIST"]["targets"] == ["Tensor", "torch.int64", [128, 8]]
-    assert data["CIFAR10"]["data"] == ["ndarray", "uint8", [512, 32, 32, 3]]
-    assert data["CIFAR10"]["targets"] == ["list", "", [512]]
+    assert data["MNIST"]["data"] == ["Tensor", "torch.uint8", [12000, 28, 28]]
+    assert data["MNIST"]["targets"] == ["Tensor", "torch.int64", [12000]]
+    assert data["QMNIST"]["targets"] == ["Tensor", "torch.int64", [12000, 8]]
+    assert data["CIFAR10"]["data"] == ["ndarray", "uint8", [2000, 32, 32, 3]]
+    assert data["CIFAR10"]["targets"] == ["list", "", [2000]]
     assert data["CIFAR100-test"]["classes"] == 100
-    assert data["SVHN"]["data"] == ["ndarray", "uint8", [512, 3, 32, 32]]
-    assert data["SVHN"]["labels"] == ["ndarray", "int64", [512]]
-    assert data["STL10-test"]["data"] == ["ndarray", "uint8", [128, 3, 96, 96]]
+    assert data["SVHN"]["data"] == ["ndarray", "uint8", [1257, 3, 32, 32]]
+    assert data["SVHN"]["labels"] == ["ndarray", "int64", [1257]]
+    assert data["STL10-test"]["data"] == ["ndarray", "uint8", [1600, 3, 96, 96]]
     assert data["EMNIST-letters"]["classes"] == 27  # "N/A" and 26 letters, as in torchvision
     assert report["emnist_letters"] == [1, 26]
     folder = data["ImageFolder"]
     assert 2 <= folder["classes"] == folder["class_to_idx"] <= 4
-    assert folder["samples"] == folder["imgs"] == 512
+    assert folder["samples"] == folder["imgs"] == 3200
 
     targets = {name: entry["target"] for name, entry in data.items()}
     for name in ("MNIST", "EMNIST-letters", "CIFAR10", "SVHN", "STL10-unlabeled", "ImageFolder", "ImageNet", "LSUN"):
