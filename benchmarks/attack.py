@@ -8,9 +8,10 @@ folder and counts what went wrong:
                          a symlinked script, a >8 MiB checkpoint the script overwrites, a symlink
                          to a file outside the folder that the script writes, `--keep` on a folder
                          that holds files
-  verify over timeout    `verify --timeout 10` on a script that starts a daemon (fork + setsid)
-                         holding its output: 1 if verify ran past the timeout plus two minutes,
-                         plus each of the daemon's processes still alive afterwards
+  verify over timeout    `verify --timeout 10 --max-time 60` on a script that starts a daemon
+                         (fork + setsid) holding its output and printing every second: 1 if verify
+                         ran past --max-time plus two minutes, plus each of the daemon's
+                         processes still alive afterwards
   verify after SIGTERM   training processes still alive, and work folders left, after SIGTERM
                          to a running verify
   reading runs code      marker files made by commands a repository's `.git/config` names
@@ -223,13 +224,13 @@ def verify_over_timeout(base: Path) -> tuple[int, str]:
     pids.mkdir()
     folder = user_folder(base, DAEMON)
     start = time.monotonic()
-    result = run([*MIGRATE, "verify", "--timeout", "10", "train.py"], folder, timeout=300,
+    result = run([*MIGRATE, "verify", "--timeout", "10", "--max-time", "60", "train.py"], folder, timeout=300,
                  env={"ATTACK_PIDS": str(pids), "ATTACK_SLOW": "30"})
     wall = time.monotonic() - start
     time.sleep(2)
     left = [pid for pid in pids_in(pids, "daemon") if alive(pid)]
     kill_all(pids_in(pids, "daemon"))
-    over = 1 if result is None or wall > 10 + 120 else 0
+    over = 1 if result is None or wall > 60 + 120 else 0
     verdict = "killed at 300 s" if result is None else f"exit {result.returncode}"
     return over + len(left), f"{wall:.0f} s ({verdict}), {len(left)} daemon process(es) left"
 
