@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from migrate import Options, migrate_source
+from tests import progress
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "samples" / "mlp_regression" / "train.py"
@@ -57,8 +58,7 @@ def test_a_script_in_a_hostile_path_runs_as_given(target: str, tmp_path: Path) -
                NPROC_PER_NODE="1", NUM_PROCESSES="1",
                CUDA_VISIBLE_DEVICES="", OMP_NUM_THREADS="1")
     save = tmp_path / "weights.pt"
-    process = subprocess.run(["bash", launcher, "--epochs", "1", "--save", str(save)], cwd=tmp_path, env=env,
-                             capture_output=True, text=True, timeout=300)
+    process = progress.run(["bash", launcher, "--epochs", "1", "--save", str(save)], cwd=tmp_path, env=env)
     assert process.returncode == 0, process.stdout[-2000:] + process.stderr[-3000:]
     assert save.is_file()
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([HOSTILE, "weights.pt"])  # nothing ran as a command

@@ -2,6 +2,8 @@
 
 Reused by every target: convert a sample with `migrate_source`, launch it (plain python,
 torchrun, or a target's own launcher), load the saved state dicts, compare them tensor by tensor.
+Launches run under tests/progress.py: one fails when its process tree hangs (no output and no
+CPU for progress.QUIET_S), not when a busy machine makes it slow.
 """
 
 from __future__ import annotations
@@ -13,16 +15,18 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+import pytest
 import torch
 
 from migrate import Options, migrate_source
 from migrate.verify.session import remove_deepspeed_buffers
+from tests import progress
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "samples"
 BIN = Path(sys.executable).parent
-TIMEOUT_S = 300
 
 
 @dataclass(frozen=True)
@@ -34,6 +38,15 @@ class Run:
 
 def sample_names() -> list[str]:
     return sorted(p.parent.name for p in SAMPLES.glob("*/train.py"))
+
+
+def full_unless(values: list[Any], default: set[Any]) -> list[Any]:
+    """`values` for a parametrize, each one not in `default` marked `full`: scripts/test runs the
+    default ones (a representative of each code path), scripts/test --full all of them."""
+    assert default <= set(values), default - set(values)
+    return [value if value in default else pytest.param(*(value if isinstance(value, tuple) else (value,)),
+                                                        marks=pytest.mark.full)
+            for value in values]
 
 
 def convert(sample: str, target: str, folder: Path, options: Options | None = None) -> tuple[Path, Path]:
@@ -126,7 +139,7 @@ LAUNCH_TRIES = 3
 
 def _launch(command: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     for _ in range(LAUNCH_TRIES):
-        process = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
+        process = progress.run(command, cwd=cwd, env=env)
         if process.returncode == 0 or EXIT_ABORT not in process.stderr + process.stdout:
             return process
     return process

@@ -7,6 +7,7 @@ Per sample, four real runs on CPU (gloo):
   converted, plain `python` (1 process), batch 2B, shuffled
 With shuffling both converted runs draw through DistributedSampler with the same seed, so the
 global batches agree; against the original's DataLoader(shuffle=True) only unshuffled runs can.
+scripts/test runs the samples in DEFAULT_SAMPLES, scripts/test --full every sample (`full` mark).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from tests.equivalence.harness import (
     final_train_loss,
     loss_lines,
     convert,
+    full_unless,
     run_python,
     run_torchrun,
     sample_names,
@@ -39,11 +41,12 @@ EPOCHS = ["--epochs", "2"]
 # equal weights, do that.
 BATCHNORM_SAMPLES = {"cnn_classifier"}
 LOSS_RTOL = 0.05
+# scripts/test runs these (accumulation under no_sync, a trainer class); the others are `full`: their
+# shapes are run by another target's default test or by test_launch.py
+DEFAULT_SAMPLES = {"amp_accum", "trainer_class"}
 
 
-
-
-@pytest.mark.parametrize("sample", sample_names())
+@pytest.mark.parametrize("sample", full_unless(sample_names(), DEFAULT_SAMPLES))
 def test_ddp_sample_trains_like_the_original(sample: str, tmp_path: Path) -> None:
     original, converted = convert(sample, "ddp", tmp_path)
     batch = ["--batch-size", str(2 * PER_PROCESS_BATCH)]

@@ -21,6 +21,7 @@ import pytest
 import torch
 
 from migrate import Options, migrate_source
+from tests import progress
 from tests.equivalence import zero3_probe
 from tests.equivalence.harness import ROOT, assert_same_weights, environment, log_lines
 from tests.equivalence.test_deepspeed import assert_partitioned, partition_every_parameter, run_partitioned
@@ -42,8 +43,7 @@ def case_input(name: str) -> Path:
 def run_original(name: str, folder: Path, args: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
     """The case's input with plain python and `args`, one process, in `folder`."""
     folder.mkdir(parents=True, exist_ok=True)
-    process = subprocess.run([sys.executable, str(case_input(name)), *args], cwd=folder, env=environment(),
-                             capture_output=True, text=True, timeout=120)
+    process = progress.run([sys.executable, str(case_input(name)), *args], cwd=folder, env=environment())
     assert process.returncode == 0, process.stderr[-3000:]
     return process
 
@@ -173,6 +173,7 @@ def run_both(name: str, tmp_path: Path, saved: str, fail: str | None = None) -> 
 
 
 @pytest.mark.slow
+@pytest.mark.full  # the optimizer made away from the model, as above: scripts/test --full
 def test_an_optimizer_kept_in_the_scripts_own_class_is_stepped_there(tmp_path: Path) -> None:
     """zero3_optimizer_holder: `ScheduledStepper(AdamW(...))` sets the learning rate and steps its
     inner optimizer; DeepSpeed's optimizer takes the inner one's place and the class steps it.

@@ -6,6 +6,7 @@ weights (same seed, same shuffling, same batch). What this proves is the rewrite
 wrapper placed after the model is built and before the optimizer reads its parameters, nothing
 else changed, and the checkpoint saved through `.module` keeps the original's plain keys. The
 split across GPUs is DataParallel's own; `scripts/gpu-check` runs it where there are GPUs.
+scripts/test runs the samples in DEFAULT_SAMPLES, scripts/test --full every sample (`full` mark).
 """
 
 from __future__ import annotations
@@ -15,14 +16,15 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.equivalence.harness import assert_loads_strictly, convert, log_lines, run_python, sample_names
+from tests.equivalence.harness import assert_loads_strictly, convert, full_unless, log_lines, run_python, sample_names
 
 pytestmark = pytest.mark.slow
 
 ARGS = ["--epochs", "2", "--batch-size", "8"]
+DEFAULT_SAMPLES = {"autoencoder", "trainer_class"}  # the others are `full` (scripts/test --full)
 
 
-@pytest.mark.parametrize("sample", sample_names())
+@pytest.mark.parametrize("sample", full_unless(sample_names(), DEFAULT_SAMPLES))
 def test_dp_sample_trains_exactly_like_the_original_on_cpu(sample: str, tmp_path: Path) -> None:
     original, converted = convert(sample, "dp", tmp_path)
     assert "DataParallel(" in converted.read_text()

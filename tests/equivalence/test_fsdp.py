@@ -9,6 +9,7 @@ Per sample, real runs on CPU (gloo), as for DDP (tests/equivalence/test_ddp.py):
 FSDP reduce-scatters gradients and keeps each weight's shards on different ranks: the sums run in
 another order than one process's, which torch.testing's float32 tolerances cover (measured: under
 4e-6 absolute on these samples).
+scripts/test runs DEFAULT_SAMPLES and one case of each other test; scripts/test --full runs them all.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from tests.equivalence.harness import (
     loss_lines,
     convert,
     environment,
+    full_unless,
     run_python,
     run_torchrun,
     sample_names,
@@ -42,11 +44,12 @@ pytestmark = pytest.mark.slow
 PER_PROCESS_BATCH = 8
 EPOCHS = ["--epochs", "2"]
 PROBE = ROOT / "tests" / "equivalence" / "fsdp_probe.py"
+# scripts/test runs these (accumulation, repeated blocks sharded); the others are `full` (scripts/test
+# --full): BatchNorm and checkpoints are run by the resume test, two models by the other targets' tests
+DEFAULT_SAMPLES = {"amp_accum", "char_transformer"}
 
 
-
-
-@pytest.mark.parametrize("sample", sample_names())
+@pytest.mark.parametrize("sample", full_unless(sample_names(), DEFAULT_SAMPLES))
 def test_fsdp_sample_trains_like_the_original(sample: str, tmp_path: Path) -> None:
     original, converted = convert(sample, "fsdp", tmp_path)
     batch = ["--batch-size", str(2 * PER_PROCESS_BATCH)]
@@ -73,7 +76,8 @@ def probe_records(folder: Path, nproc: int) -> list[list[dict]]:
             for rank in range(nproc)]
 
 
-@pytest.mark.parametrize(("sample", "block"), [("char_transformer", "Block"), ("amp_accum", "ResidualBlock")])
+@pytest.mark.parametrize(("sample", "block"), full_unless([("char_transformer", "Block"), ("amp_accum", "ResidualBlock")],
+                                                           {("char_transformer", "Block")}))
 def test_each_repeated_block_is_sharded_across_the_ranks(sample: str, block: str, tmp_path: Path) -> None:
     _original, converted = convert(sample, "fsdp", tmp_path)
     command = [str(BIN / "torchrun"), "--standalone", "--nproc_per_node=2", str(PROBE), str(converted),
@@ -144,7 +148,7 @@ def test_mixed_precision_and_cpu_offload_train_and_save_full_weights(tmp_path: P
     assert final_train_loss(two_ranks.stdout) == pytest.approx(expected, rel=0.05)
 
 
-@pytest.mark.parametrize("sample", ["amp_accum", "char_transformer", "trainer_class"])
+@pytest.mark.parametrize("sample", full_unless(["amp_accum", "char_transformer", "trainer_class"], {"amp_accum"}))
 def test_a_script_already_on_ddp_moves_to_fsdp_and_trains_the_same(sample: str, tmp_path: Path) -> None:
     """The sample's own DDP conversion, converted again by to-fsdp (the wrapper swapped, `.module`
     gone, no_sync replaced, checkpoints gathered above its rank-0 guards), against the original."""

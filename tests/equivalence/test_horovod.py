@@ -6,6 +6,7 @@ Per sample, two real runs on CPU:
   no shuffle, `--lr` halved: the conversion multiplies it by hvd.size() (Horovod's recipe), so the
   run applies the original's rate and the weights can be compared.
 Horovod averages each gradient over the ranks: 2 x B equals one batch of 2B.
+scripts/test runs the samples in DEFAULT_SAMPLES, scripts/test --full every sample (`full` mark).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from tests.equivalence.harness import (
     assert_same_weights,
     convert,
     final_train_loss,
+    full_unless,
     launch_horovod,
     loss_lines,
     run_horovod,
@@ -35,6 +37,9 @@ PER_PROCESS_BATCH = 8
 EPOCHS = ["--epochs", "2"]
 BATCHNORM_SAMPLES = {"cnn_classifier"}  # see test_ddp.py: held to the final loss (5%)
 LOSS_RTOL = 0.05
+# scripts/test runs these (BatchNorm with the loss summed over the ranks, two models); the others
+# are `full` (scripts/test --full)
+DEFAULT_SAMPLES = {"cnn_classifier", "gan"}
 
 
 def default_lr(sample: str) -> float:
@@ -44,7 +49,7 @@ def default_lr(sample: str) -> float:
     return float(found.group(1))
 
 
-@pytest.mark.parametrize("sample", sample_names())
+@pytest.mark.parametrize("sample", full_unless(sample_names(), DEFAULT_SAMPLES))
 def test_horovod_sample_trains_like_the_original(sample: str, tmp_path: Path) -> None:
     original, converted = convert(sample, "horovod", tmp_path, Options(scale_lr=True))
     assert "hvd.DistributedOptimizer(" in converted.read_text()
@@ -105,6 +110,7 @@ def write_weights(model):
 '''
 
 
+@pytest.mark.full  # the broadcast itself is run by every default test; this shows it matters
 def test_broadcast_gives_every_rank_rank_0s_weights(tmp_path: Path) -> None:
     """With the broadcast the two ranks end equal; the same script without it ends apart."""
     import torch

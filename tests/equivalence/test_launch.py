@@ -1,6 +1,7 @@
 """Launchers from `migrate launch`, run for real: torchrun on two nodes (this machine started twice),
 and a SLURM job submitted with `sbatch --wait` to a one-node cluster started for the test. Each
-trains a converted sample to the weights of the one-process original."""
+trains a converted sample to the weights of the one-process original. scripts/test runs one launcher
+of each kind; the static rendezvous and the --hostfile launcher run with scripts/test --full."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ import pytest
 import torch
 
 from tests.equivalence.harness import (BIN, EXIT_ABORT, LAUNCH_TRIES, assert_same_weights, convert, environment,
-                                       flatten, run_python)
+                                       flatten, full_unless, run_python)
 from migrate import Options
+from tests import progress
 from tests.slurm_cluster import one_node_cluster
 
 pytestmark = pytest.mark.slow
@@ -38,7 +40,7 @@ def saved(path: Path) -> dict[str, torch.Tensor]:
     return flatten(torch.load(path, map_location="cpu", weights_only=True))
 
 
-@pytest.mark.parametrize("rendezvous", ["c10d", "static"])
+@pytest.mark.parametrize("rendezvous", ["c10d", pytest.param("static", marks=pytest.mark.full)])
 def test_two_nodes_train_like_one_process(rendezvous: str, tmp_path: Path) -> None:
     """The multi-node launcher started twice on 127.0.0.1 (node ranks 0 and 1, one process each)."""
     original, converted = convert("mlp_regression", "ddp", tmp_path)
@@ -50,9 +52,9 @@ def test_two_nodes_train_like_one_process(rendezvous: str, tmp_path: Path) -> No
     env["PATH"] = f"{BIN}{os.pathsep}{env['PATH']}"
     command = ["bash", str(launcher), *ARGS, "--batch-size", str(PER_PROCESS_BATCH), "--save", str(save)]
     for _ in range(LAUNCH_TRIES):
-        nodes = [subprocess.Popen(command, cwd=tmp_path, env={**env, "NODE_RANK": str(rank)},
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for rank in (0, 1)]
-        outputs = [node.communicate(timeout=300) for node in nodes]
+        nodes = progress.run_together([progress.Launch(command, {**env, "NODE_RANK": str(rank)}, tmp_path)
+                                       for rank in (0, 1)])
+        outputs = [(node.stdout, node.stderr) for node in nodes]
         if all(node.returncode == 0 for node in nodes) or EXIT_ABORT not in repr(outputs):
             break
     assert [node.returncode for node in nodes] == [0, 0], outputs
@@ -82,9 +84,10 @@ def test_a_slurm_job_trains_like_one_process(target: str, tmp_path: Path) -> Non
             job_env = {**environment(), "SLURM_CONF": env["SLURM_CONF"], "PYTHON": sys.executable,
                        "DS_ACCELERATOR": "cpu", "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
             for _ in range(LAUNCH_TRIES):
-                job = subprocess.run(["sbatch", "--wait", "--output", str(log), str(launcher), *ARGS,
-                                      "--batch-size", str(PER_PROCESS_BATCH), "--save", str(save)],
-                                     cwd=project, env=job_env, capture_output=True, text=True, timeout=300)
+                # the job runs under slurmd, not under sbatch: its log is its output
+                job = progress.run(["sbatch", "--wait", "--output", str(log), str(launcher), *ARGS,
+                                    "--batch-size", str(PER_PROCESS_BATCH), "--save", str(save)],
+                                   cwd=project, env=job_env, watch=[log])
                 if job.returncode == 0 or EXIT_ABORT not in log.read_text():
                     break
     finally:  # DeepSpeed's CPU all-reduce leaves shared-memory buffers behind
@@ -101,7 +104,8 @@ HOST_LISTS = {
 }
 
 
-@pytest.mark.parametrize("case", HOST_LISTS)
+# the --hostfile launcher is -H's with a file: scripts/test --full
+@pytest.mark.parametrize("case", full_unless(list(HOST_LISTS), {"deepspeed-hosts", "horovod-hosts"}))
 def test_a_host_list_launcher_trains_on_one_node(case: str, tmp_path: Path) -> None:
     """The DeepSpeed hostfile launcher (NODE_RANK=0: this node starts its own processes, no ssh) and
     horovodrun's -H and --hostfile launchers, for one host with 2 slots: the original's weights."""
@@ -115,9 +119,8 @@ def test_a_host_list_launcher_trains_on_one_node(case: str, tmp_path: Path) -> N
     buffers = set(SHARED_MEMORY.glob("deepspeed_allreduce_buffer_*"))
     try:
         for _ in range(LAUNCH_TRIES):
-            done = subprocess.run(["bash", str(tmp_path / f"run_converted_{target}_hosts.sh"), *ARGS, "--batch-size",
-                                   str(PER_PROCESS_BATCH), "--save", str(save)], cwd=tmp_path, env=env,
-                                  capture_output=True, text=True, timeout=300)
+            done = progress.run(["bash", str(tmp_path / f"run_converted_{target}_hosts.sh"), *ARGS, "--batch-size",
+                                 str(PER_PROCESS_BATCH), "--save", str(save)], cwd=tmp_path, env=env)
             if done.returncode == 0 or EXIT_ABORT not in done.stdout + done.stderr:
                 break
     finally:
@@ -135,10 +138,10 @@ def test_a_slurm_job_submitted_from_elsewhere_says_where_to_submit(tmp_path: Pat
     migrate_launch("ddp", "converted.py", "--scheduler", "slurm", "--nproc-per-node", "1", "--gpus-per-node", "0",
                    cwd=project)
     with one_node_cluster(tmp_path / "cluster") as env:
-        job = subprocess.run(["sbatch", "--wait", "--output", str(tmp_path / "job.out"),
-                              str(project / "run_converted_ddp_slurm.sh")],
-                             cwd=tmp_path, env={**env, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"},
-                             capture_output=True, text=True, timeout=120)
+        job = progress.run(["sbatch", "--wait", "--output", str(tmp_path / "job.out"),
+                            str(project / "run_converted_ddp_slurm.sh")],
+                           cwd=tmp_path, env={**env, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"},
+                           watch=[tmp_path / "job.out"])
     assert job.returncode != 0
     said = (tmp_path / "job.out").read_text()
     assert f"converted.py is not in {tmp_path}: submit the job from the folder that holds it" in said, said

@@ -99,6 +99,7 @@ def checks(report: dict) -> dict[str, tuple[str, list[str]]]:
 
 
 @pytest.mark.slow
+@pytest.mark.full  # the embedding test below gathers the same FSDP2 weights
 def test_fsdp_parameters_are_gathered_and_the_right_conversion_passes(tmp_path: Path) -> None:
     code, report = verify(tmp_path, RIGHT)
     assert code == 0, json.dumps(report, indent=1)

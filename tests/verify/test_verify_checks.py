@@ -146,7 +146,8 @@ def test_an_original_that_fails_on_its_own_is_not_blamed_on_the_conversion(tmp_p
 SAMPLE = Path(__file__).parents[2] / "samples" / "mlp_regression" / "train.py"
 
 
-@pytest.mark.parametrize("target", ["ddp", "deepspeed", "fsdp", "horovod"])
+@pytest.mark.parametrize("target", [pytest.param("ddp", marks=pytest.mark.full), "deepspeed", "fsdp",
+                                    pytest.param("horovod", marks=pytest.mark.full)])
 def test_compare_finds_a_sample_trains_like_the_original(tmp_path: Path, target: str) -> None:
     """2 ranks at batch 16 against the original at 32, shuffling off: each step's loss and the weights."""
     shutil.copy(SAMPLE, tmp_path / "train.py")
