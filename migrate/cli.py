@@ -18,7 +18,7 @@ import os
 import shlex
 import sys
 from collections.abc import Callable
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from typer.core import TyperCommand
@@ -28,6 +28,9 @@ from migrate.model import FileResult, InputError, Options
 from migrate.targets import REGISTRY, available, targets
 from migrate.targets.base import Target
 from migrate.targets.deepspeed import Zero
+
+if TYPE_CHECKING:  # verify imports torch-free but heavier modules: only when it runs
+    from migrate.verify.checks import VerifyResult
 
 # exit status flags (Fixit's convention): a run that found both reports both
 EXIT_OK, EXIT_WOULD_CHANGE, EXIT_BAD_INPUT = 0, 1, 2
@@ -236,7 +239,7 @@ def _then_arguments(then: str | None) -> tuple[str, ...] | None:
         raise typer.BadParameter(f"{then!r}: {error}", param_hint="--then") from None
 
 
-def _verify_error(script: str, target: str, message: str):  # type: ignore[no-untyped-def]
+def _verify_error(script: str, target: str, message: str) -> "VerifyResult":
     """The report of a verification that could not run (VerifyResult, imported when verify runs)."""
     from migrate.verify.checks import VerifyResult
 

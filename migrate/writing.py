@@ -33,6 +33,7 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from migrate import signals
 from migrate.model import FileResult, InputError
 from migrate.sources import fingerprint, read_regular_file
 
@@ -253,7 +254,7 @@ def _commit(staged: list[_Staged]) -> None:
     """Rename every staged file into place, keeping each original until all are; on any failure
     put back what was renamed. Signals wait until the batch is whole again."""
     done: list[_Staged] = []
-    with _signals_deferred():
+    with signals.deferred():
         try:
             for item in staged:
                 with _naming(item.output):
@@ -454,25 +455,9 @@ def _fsync_folder(folder: str) -> None:
 
 
 @contextlib.contextmanager
-def _signals_deferred() -> Iterator[None]:
-    """SIGINT, SIGTERM and SIGHUP wait while the batch's renames (or their undoing) run: they are
-    quick, and a signal between two renames would leave a half-converted batch."""
-    names = ("SIGINT", "SIGTERM", "SIGHUP")
-    signals = {getattr(signal, name) for name in names if hasattr(signal, name)}
-    if not hasattr(signal, "pthread_sigmask"):
-        yield
-        return
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, signals)
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
-
-
-@contextlib.contextmanager
 def _interrupts_raise() -> Iterator[None]:
     """SIGTERM and SIGHUP raise KeyboardInterrupt while writing, so temporary files are removed
-    (during the renames they wait, see _signals_deferred)."""
+    (during the renames they wait, see migrate.signals.deferred)."""
     def interrupt(signum: int, frame: object) -> None:
         raise KeyboardInterrupt(f"signal {signum}")
 

@@ -30,6 +30,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from migrate import signals
+
 TAG = "MIGRATE_VERIFY_RUN"  # every launched process carries TAG=<token>:<launch> in its environment
 OUTPUT_TAIL = 20000  # characters of a launch's output kept
 IDLE_SHARE = 0.01  # a rank using less CPU than 1% of a core (a polling thread) makes no progress
@@ -336,18 +338,7 @@ def signals_raise() -> Iterator[None]:
             signal.signal(signum, handler)
 
 
-@contextlib.contextmanager
-def signals_blocked() -> Iterator[None]:
-    """Ctrl-C, SIGTERM and SIGHUP wait until the cleanup is done (then they are delivered)."""
-    signals = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, signals)
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+signals_blocked = signals.deferred  # Ctrl-C, SIGTERM and SIGHUP wait until the cleanup is done
 
 
 def output_tail(log: Path) -> str:
