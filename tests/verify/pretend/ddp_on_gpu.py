@@ -26,5 +26,6 @@ flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
 gathered = [torch.zeros_like(flat) for _ in range(dist.get_world_size())]
 dist.all_gather(gathered, flat)
 moved = sum((p.detach().cpu() - s).abs().sum().item() for p, s in zip(model.parameters(), start))
-print(f"rank {dist.get_rank()} device {flat.device} equal {all(torch.equal(g, flat) for g in gathered)} moved {moved:.4f}")
+line = f"rank {dist.get_rank()} device {flat.device} equal {all(torch.equal(g, flat) for g in gathered)} moved {moved:.4f}\n"
+os.write(1, line.encode())  # one write: the ranks share a pipe, and print writes in pieces
 dist.destroy_process_group()

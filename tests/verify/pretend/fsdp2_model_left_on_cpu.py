@@ -28,5 +28,5 @@ for _ in range(2):
     optimizer.zero_grad()
     loss.backward()
     optimizer.step()
-print(f"rank {dist.get_rank()} output on {output.device} loss {loss.item():.4f}")
+os.write(1, f"rank {dist.get_rank()} output on {output.device} loss {loss.item():.4f}\n".encode())  # one write: shared pipe
 dist.destroy_process_group()
