@@ -54,9 +54,16 @@ class RankRecord:
     rank: int
     events: list[dict[str, Any]]
     stack: str
+    by_kind: dict[str, list[dict[str, Any]]] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        """Events indexed once by kind: the checks ask for one kind per step (thousands with --to-end)."""
+        self.by_kind = {}
+        for event in self.events:
+            self.by_kind.setdefault(event["kind"], []).append(event)
 
     def of(self, kind: str) -> list[dict[str, Any]]:
-        return [e for e in self.events if e["kind"] == kind]
+        return self.by_kind.get(kind, [])
 
     @property
     def end(self) -> dict[str, Any] | None:
@@ -340,7 +347,7 @@ def check_data(launch: Launch, nproc: int, findings: tuple[Finding, ...], source
     if len(present) < 2:
         return Check("data", SKIPPED, ["fewer than two ranks ran a forward"])
     steps = min(len(r.of("input")) for r in present)
-    inputs = [[r.of("input")[i] for r in present] for i in range(steps)]
+    inputs = [list(step) for step in zip(*(r.of("input")[:steps] for r in present))]
     if all(event["digest"] is None for row in inputs for event in row):
         return Check("data", SKIPPED, ["the model's forward received no tensor"])
     if any(len({event["digest"] for event in row}) > 1 for row in inputs):
