@@ -12,15 +12,17 @@ row and each target this runner
    here, copies the script alone into a temporary folder (plus any files the table asks for) and
    runs `migrate verify --target T --fake-data --report json --steps 3 --timeout 180 --to-end
    --max-time 900 SCRIPT -- ARGS` there, with tests/shims and the row's siblings folder on
-   PYTHONPATH, and records its JSON (`--steps-only`: without --to-end and --max-time);
+   PYTHONPATH, and records its JSON (`--steps-only`: without --to-end and --max-time;
+   `--pretend-gpu`: every run with verify's --pretend-gpu, and the rows marked `gpu` run too);
 3. counts, per target, the converted scripts verify ran to the end: every rank of the converted
    script ran it to completion (the report's `ran_to_end`), the row "ran to the end (--to-end)".
 
 benchmarks/corpus_runs.tsv (tab-separated, '#' lines are comments) has one row per id:
     id        w001
-    runnable  yes | no: whether the data can be had offline (torchvision datasets replaced by
+    runnable  yes | gpu | no: whether the data can be had offline (torchvision datasets replaced by
               --fake-data, data made in the script, or files this runner writes) and the original
-              runs on a CPU; decided by reading the script
+              runs on a CPU (`gpu`: only on a GPU, e.g. a hard-coded `.cuda()`, so it runs only with
+              --pretend-gpu); decided by reading the script
     files     files to write beside the script before the run, e.g. `text:input.txt` (about
               200 kB of deterministic text); comma-separated
     args      extra script arguments that make it run fast on a CPU (shell-quoted)
@@ -32,6 +34,7 @@ Run (from the repository root):
     .venv/bin/python benchmarks/corpus.py --no-verify              # conversion only, both targets
     .venv/bin/python benchmarks/corpus.py --target ddp --ids w009,w058
     .venv/bin/python benchmarks/corpus.py --markdown --out results.json
+    .venv/bin/python benchmarks/corpus.py --pretend-gpu --target fsdp   # the GPU path, on the CPU
 """
 
 from __future__ import annotations
@@ -104,10 +107,13 @@ class Row:
 class RunSpec:
     """One line of corpus_runs.tsv."""
 
-    runnable: bool
+    mode: str  # yes | gpu | no (see the module's docstring)
     reason: str
     files: tuple[str, ...] = ()
     args: tuple[str, ...] = ()
+
+    def runnable(self, pretend_gpu: bool) -> bool:
+        return self.mode == "yes" or (self.mode == "gpu" and pretend_gpu)
 
 
 @dataclass
@@ -143,7 +149,7 @@ def read_runs(path: Path) -> dict[str, RunSpec]:
     runs = {}
     for r in csv.DictReader(lines, delimiter="\t"):
         runs[r["id"]] = RunSpec(
-            runnable=r["runnable"].strip().lower() == "yes",
+            mode=r["runnable"].strip().lower(),
             reason=r["reason"].strip(),
             files=tuple(f.strip() for f in (r["files"] or "").split(",") if f.strip()),
             args=tuple(shlex.split(r["args"] or "")),
@@ -320,7 +326,7 @@ def child_environment(siblings: Path | None) -> dict[str, str]:
     return env
 
 
-def verify(record: Record, row: Row, spec: RunSpec, corpus: Path, to_end: bool = True) -> None:
+def verify(record: Record, row: Row, spec: RunSpec, corpus: Path, to_end: bool = True, pretend_gpu: bool = False) -> None:
     """Run `migrate verify` on one converted file in a temporary folder (`to_end`: to the end of the
     script); fill the record's outcome."""
     siblings = corpus / "siblings" / row.id
@@ -332,7 +338,8 @@ def verify(record: Record, row: Row, spec: RunSpec, corpus: Path, to_end: bool =
             write_fixture(fixture, Path(folder))
         command = [sys.executable, "-m", "migrate", "verify", "--target", record.target, "--fake-data",
                    "--report", "json", "--steps", str(VERIFY_STEPS), "--timeout", str(VERIFY_TIMEOUT),
-                   *(["--to-end", "--max-time", str(VERIFY_MAX_TIME)] if to_end else []), script.name, "--", *spec.args]
+                   *(["--to-end", "--max-time", str(VERIFY_MAX_TIME)] if to_end else []),
+                   *(["--pretend-gpu"] if pretend_gpu else []), script.name, "--", *spec.args]
         record.verify_command = command[1:]
         try:
             result = subprocess.run(command, cwd=folder, env=child_environment(siblings), capture_output=True,
@@ -394,7 +401,7 @@ def short_reason(message: str) -> str:
 
 
 def run_corpus(rows: list[Row], targets: list[str], runs: dict[str, RunSpec], corpus: Path, verify_runs: bool,
-               jobs: int, progress: bool = True, to_end: bool = True) -> list[Record]:
+               jobs: int, progress: bool = True, to_end: bool = True, pretend_gpu: bool = False) -> list[Record]:
     records: list[Record] = []
     pending: list[tuple[Record, Row, RunSpec]] = []
     for target in targets:
@@ -403,11 +410,12 @@ def run_corpus(rows: list[Row], targets: list[str], runs: dict[str, RunSpec], co
             records.append(record)
             if not converted:
                 continue
-            spec = runs.get(row.id, RunSpec(False, "not in corpus_runs.tsv"))
-            missing = missing_packages(corpus / "scripts" / row.file, corpus / "siblings" / row.id) if spec.runnable else []
-            if not spec.runnable or missing:
+            spec = runs.get(row.id, RunSpec("no", "not in corpus_runs.tsv"))
+            runnable = spec.runnable(pretend_gpu)
+            missing = missing_packages(corpus / "scripts" / row.file, corpus / "siblings" / row.id) if runnable else []
+            if not runnable or missing:
                 record.outcome = OFFLINE
-                record.detail = spec.reason if not spec.runnable else "missing package: " + ", ".join(missing)
+                record.detail = spec.reason if not runnable else "missing package: " + ", ".join(missing)
                 continue
             if not verify_runs:
                 record.outcome, record.detail = CONVERTED, "runnable offline"
@@ -421,7 +429,7 @@ def run_corpus(rows: list[Row], targets: list[str], runs: dict[str, RunSpec], co
         else:
             def one(task: tuple[Record, Row, RunSpec]) -> None:
                 record, row, spec = task
-                verify(record, row, spec, corpus, to_end)
+                verify(record, row, spec, corpus, to_end, pretend_gpu)
                 if progress:
                     print(f"  {record.target:9} {record.id}  {record.outcome}  {record.detail}  ({record.verify_seconds} s)",
                           file=sys.stderr, flush=True)
@@ -517,6 +525,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-verify", action="store_true", help="convert and classify only; run nothing")
     parser.add_argument("--jobs", type=int, default=1, help="verify runs at a time (default 1)")
     parser.add_argument("--steps-only", action="store_true", help="verify only the first steps, not --to-end")
+    parser.add_argument("--pretend-gpu", action="store_true",
+                        help="verify with --pretend-gpu (the GPU path on the CPU); rows marked `gpu` run too")
     parser.add_argument("--markdown", action="store_true", help="print the tables as markdown")
     parser.add_argument("--out", help="write every record (with verify's JSON) to this file")
     parser.add_argument("--manifest", type=Path, default=DEFAULT_MANIFEST)
@@ -537,7 +547,7 @@ def main(argv: list[str] | None = None) -> int:
     targets = list(TARGETS) if options.target == "all" else [options.target]
     start = time.perf_counter()
     records = run_corpus(rows, targets, read_runs(options.runs), options.corpus, not options.no_verify, options.jobs,
-                         to_end=not options.steps_only)
+                         to_end=not options.steps_only, pretend_gpu=options.pretend_gpu)
     print(render_summary(records, targets, options.markdown))
     print()
     print(render_files(records, targets, options.markdown))

@@ -36,7 +36,7 @@ def test_rank_zero_lists_each_kind_of_write_and_output_with_its_line() -> None:
         {"kind": "write", "op": "rename", "path": "/w/model.pt", "where": "train.py:3"},
         {"kind": "print", "text": "epoch 1", "where": "train.py:4", "stream": "stdout"},
         {"kind": "output", "text": "from a subprocess", "where": "train.py:3", "stream": "stderr"},
-    ), SOURCE)
+    ), (), SOURCE, SOURCE)
     assert check.status == "failed"
     assert check.detail == [
         "rank 1 appended to metrics.log at helper.py:5",
@@ -51,7 +51,7 @@ def test_folders_made_on_every_rank_and_output_of_no_user_line_are_not_failures(
         {"kind": "write", "op": "mkdir", "path": "/w/out", "where": "train.py:2"},
         {"kind": "write", "op": "create", "path": "/tmp/tmpab12", "where": "train.py:3"},
         {"kind": "output", "text": "[Gloo] Rank 1 is connected", "where": None, "stream": "stderr"},
-    ), SOURCE)
+    ), (), SOURCE, SOURCE)
     assert check.status == "passed", check.detail
 
 
