@@ -66,6 +66,18 @@ def test_parse_known_args_gives_parsed_arguments_first() -> None:
     """) == 40
 
 
+@pytest.mark.parametrize("declared, read", [("'-batch_size'", "batch_size"), ("'-b', '--batch-size'", "batch_size"),
+                                             ("'-mini-batch'", "mini_batch")])
+def test_argparse_destinations_follow_argparse_s_rule(declared: str, read: str) -> None:
+    """The first long option names it, else the first short one (`-batch_size` is args.batch_size)."""
+    assert batch_size(f"""
+        parser = argparse.ArgumentParser()
+        parser.add_argument({declared}, type=int, default=24)
+        args = parser.parse_args()
+        loader = DataLoader(TensorDataset(torch.randn(8, 1)), batch_size=args.{read})
+    """) == 24
+
+
 def test_an_argument_the_script_assigns_itself_is_not_its_default() -> None:
     assert batch_size("""
         parser = argparse.ArgumentParser()

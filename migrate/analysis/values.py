@@ -414,9 +414,14 @@ def _destination(call: cst.Call) -> str | None:
     declared = _keyword(call, "dest")
     if isinstance(declared, cst.SimpleString) and isinstance(declared.evaluated_value, str):
         return declared.evaluated_value
-    long_names = [n for n in names if isinstance(n, str) and n.startswith("--")]
+    # argparse's rule: the first `--long` option, else the first `-short` one (`-grad_clip` -> grad_clip),
+    # leading dashes stripped and inner ones made underscores; a positional argument is its own name
+    options = [n for n in names if isinstance(n, str) and n.startswith("-")]
+    long_names = [n for n in options if n.startswith("--")]
     positional = [n for n in names if isinstance(n, str) and not n.startswith("-")]
-    return long_names[0][2:].replace("-", "_") if long_names else (positional[0] if positional else None)
+    if options:
+        return (long_names or options)[0].lstrip("-").replace("-", "_") or None
+    return positional[0] if positional else None
 
 
 def _keyword(call: cst.Call, name: str) -> cst.BaseExpression | None:
