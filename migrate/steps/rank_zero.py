@@ -237,6 +237,7 @@ def collective_call(ctx: Context, node: cst.CSTNode) -> cst.Call | None:
     """The first call under `node` that may run the wrapped model or a collective."""
     index = ctx.index
     models = {m.spelling for m in ctx.sites.models} | {m.spelling.removeprefix("self.") for m in ctx.sites.models}
+    models |= {moved.spelling for site in ctx.sites.models for moved in moved_names(index, site)}  # m = model.to(d)
     for inner in calls_in(node):
         name = spell(inner.func) or ""
         serializes = (index.qualify(inner.func) or "") in SAVES  # `torch.save(model, path)` pickles it: no forward
@@ -246,7 +247,7 @@ def collective_call(ctx: Context, node: cst.CSTNode) -> cst.Call | None:
             return inner
         if (index.qualify(inner.func) or "").startswith("torch.distributed."):
             return inner
-        scope = index.functions.get(name)
+        scope = index.functions.get(name) or index.functions.get(f"{name}.__init__")  # a class of this file: its __init__
         if scope is None and name.startswith("self.") and ctx.sites.models:
             return inner
         if scope is not None and _mentions(ctx, scope.node, models):
@@ -294,18 +295,19 @@ def _mentions(ctx: Context, node: cst.CSTNode, names: set[str]) -> bool:
 
 
 def _compute_then_print(ctx: Context, call: CallSite) -> None:
-    args = [a for a in call.node.args if a.keyword is None]
-    if len(args) != 1 or args[0].star:
+    """`print("loss", evaluate(model))` -> the values that may run the model computed on every rank
+    first (`message = evaluate(model)`), then printed on rank 0: `print("loss", message)`."""
+    args = list(call.node.args)
+    hoisted = [i for i, a in enumerate(args) if a.keyword is None and _may_be_collective(ctx, a.value)]
+    if not hoisted or any(a.star for a in args) or any(_may_be_collective(ctx, a.value) for a in args if a.keyword):
         ctx.report("MIG112", "this print computes a value that may need every rank; left printing on every rank", call.node)
         return
-    value = ctx.code(args[0].value)
-    rest = ", ".join(ctx.code(a).rstrip(", ") for a in call.node.args if a.keyword is not None)
-    func = ctx.code(call.node.func)
+    names = {i: "message" if n == 0 else f"message_{n + 1}" for n, i in enumerate(hoisted)}
+    computed = "".join(f"{names[i]} = {ctx.code(args[i].value)}  # computed on every rank: it may run the model\n"
+                       for i in hoisted)
+    printed = ", ".join(names[i] if i in names else ctx.code(a).rstrip(", ") for i, a in enumerate(args))
     stmt = call.place.stmt
-    new = statements(
-        f"message = {value}  # computed on every rank: it may run the model\n"
-        f"if {ctx.rank_zero_test()}:\n    {func}(message{', ' + rest if rest else ''})\n"
-    )
+    new = statements(f"{computed}if {ctx.rank_zero_test()}:\n    {ctx.code(call.node.func)}({printed})\n")
     new[0] = new[0].with_changes(leading_lines=getattr(stmt, "leading_lines", ()))
     ctx.plan.insert_before(stmt, new)
     ctx.plan.remove(stmt)

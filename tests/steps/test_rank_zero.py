@@ -122,12 +122,21 @@ def test_a_script_that_writes_nothing_is_left_as_it_is() -> None:
 
 def test_a_print_that_runs_the_model_is_computed_on_every_rank() -> None:
     result = run_step(rank_zero, PRINTS_AN_EVALUATION)
-    assert result.removed == ["    print(evaluate(model, x, y), flush=True)"]
+    assert result.removed == ["    print(evaluate(model, x, y), flush=True)", '    print("validation", evaluate(model, x, y))']
     assert result.added == [
         "    message = evaluate(model, x, y)  # computed on every rank: it may run the model",
         "    if dist.get_rank() == 0:",
         "        print(message, flush=True)",
+        # several values: only the one that may run the model is computed first
+        "    message = evaluate(model, x, y)  # computed on every rank: it may run the model",
+        "    if dist.get_rank() == 0:",
+        '        print("validation", message)',
     ]
-    # two values to print: left printing on every rank, and said so
-    assert '    print("validation", evaluate(model, x, y))\n' in result.text
+    assert result.codes == []
+
+
+def test_a_print_of_unpacked_values_that_run_the_model_is_left_on_every_rank_and_said() -> None:
+    result = run_step(rank_zero, PRINTS_AN_EVALUATION.replace('print("validation", evaluate(model, x, y))',
+                                                              'print(*evaluate(model, x, y))'))
+    assert "    print(*evaluate(model, x, y))\n" in result.text
     assert result.codes == [("MIG112", 20)]

@@ -30,7 +30,9 @@ def main():
 
     model = nn.Sequential(nn.Linear(16, 64), nn.SiLU(), nn.Linear(64, 16))
     model = torch.compile(model)
-    print("output shape:", model(x[:2]).shape)
+    message = model(x[:2]).shape  # computed on every rank: it may run the model
+    if dist.get_rank() == 0:
+        print("output shape:", message)
     model.half().to(device)
     model = DDP(model)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
