@@ -14,7 +14,9 @@ where it is built, so its gradients are averaged across ranks during backward.
   discriminator) fires that optimizer's all-reduces too; `synchronize()` right after it completes
   them, or its next `zero_grad()` stops the run ("zero_grad() was called after loss.backward()").
 - Broadcasts: rank 0's weights where DDP would wrap the model (after loading and initialisation);
-  an optimizer's state only after the script loads it (a resume). A fresh optimizer is not
+  an optimizer's state only after the script loads it (a resume). A broadcast some ranks would
+  never reach (the model built under a rank check, or in a class built there), or of parameters
+  made channels_last (Horovod takes only contiguous tensors), leaves the file unchanged (MIG406). A fresh optimizer is not
   broadcast: it holds no state, and `hvd.broadcast_optimizer_state` would create one by stepping
   it once on zero gradients, which moves weights under weight decay and advances Adam's step count.
 """
@@ -27,7 +29,7 @@ import libcst as cst
 
 from migrate.analysis.index import Scope, descendants, read_names, spell
 from migrate.analysis.sites import ModelSite
-from migrate.analysis.training import calls_in
+from migrate.analysis.training import argument, calls_in
 from migrate.analysis.trained import Owner, Stepped, optimizer_owners
 from migrate.steps.base import Context, expression, statements
 from migrate.steps.horovod_synchronize import (
@@ -37,6 +39,7 @@ from migrate.steps.horovod_synchronize import (
     synchronize_before_reads,
     synchronize_leftovers,
 )
+from migrate.steps.shared_files import some_ranks_only
 from migrate.steps.wrap_model import Wrapper, report_unwrapped_model, wrap_models
 
 def broadcast_code(ctx: Context, site: ModelSite) -> str:
@@ -65,7 +68,7 @@ class Wrapped:
 
 def horovod_optimizers(ctx: Context) -> None:
     wrapped = _optimizers(ctx)
-    if wrapped is None or not _stepped_plainly(ctx, wrapped) or not _passes(ctx, wrapped):
+    if wrapped is None or not _stepped_plainly(ctx, wrapped) or not _passes(ctx, wrapped) or not _broadcastable(ctx, wrapped):
         ctx.refused = True
         return
     several = len(wrapped) > 1
@@ -76,6 +79,34 @@ def horovod_optimizers(ctx: Context) -> None:
         synchronize_leftovers(ctx, optimizer)
         synchronize_before_reads(ctx, optimizer)
     synchronize_after_crossing_backwards(ctx, wrapped)
+
+
+def _broadcastable(ctx: Context, wrapped: list[Wrapped]) -> bool:
+    """MIG406 where a broadcast cannot work: parameters made channels_last (Horovod refuses to
+    broadcast or all-reduce a tensor that is not contiguous), or a broadcast some ranks never
+    reach (the model built, or the optimizer loaded, under a rank check or in a class built there)."""
+    models = {m.spelling for m in ctx.sites.models} | {o.spelling for w in wrapped for o in w.owners or []}
+    for call in ctx.index.calls:
+        func, memory = call.node.func, argument(call.node, "memory_format", 99)
+        if memory is None or not isinstance(func, cst.Attribute) or "channels_last" not in ctx.code(memory.value):
+            continue
+        if spell(func.value) in models or set(ctx.index.targets_of(call.node)) & models:
+            ctx.report("MIG406", f"`{ctx.code(call.node)}` makes the parameters channels_last: Horovod 0.28.1 broadcasts "
+                       "and all-reduces only contiguous tensors (\"Tensor is required to be contiguous\"), so the first "
+                       "broadcast or backward stops; keep the model contiguous (inputs may stay channels_last) or convert "
+                       "with `migrate to-ddp`; the file is left unchanged", call.node)
+            return False
+    places = [site.wrap_before or site.wrap_after for site in ctx.sites.models]
+    places += [call.place.stmt for call in ctx.index.calls if isinstance(call.node.func, cst.Attribute)
+               and call.node.func.attr.value == "load_state_dict" and any(spell(call.node.func.value) in w.spellings for w in wrapped)]
+    for place in places:
+        if place is not None and some_ranks_only(ctx, place):
+            ctx.report("MIG406", f"`{ctx.code(place).strip().splitlines()[0]}` runs on some ranks only (under a rank check, or "
+                       "in a function or class built there): a broadcast from rank 0 after it would wait forever for the "
+                       "ranks that never reach it; build the model and load its state on every rank; the file is left "
+                       "unchanged", place)
+            return False
+    return True
 
 
 def broadcast_models(ctx: Context) -> None:

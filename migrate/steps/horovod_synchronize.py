@@ -4,11 +4,13 @@ hvd.DistributedOptimizer starts a parameter's all-reduce from a gradient hook du
 waits for it in `step()`. Three shapes read or reset gradients before that step, or run another
 backward first:
 - the script reads the gradients between backward and the step (clipping, a GradScaler's
-  unscale): `synchronize()` before the first read, the step under `skip_synchronize()`, so the
-  script reads averaged gradients, as with DDP;
+  unscale, directly or in a helper of this file): `synchronize()` before the first read, the step
+  under `skip_synchronize()`, so the script reads averaged gradients, as with DDP; a step inside
+  an `if`/`else` or `with` is traced back through the statements before that block too;
 - a backward reaches an optimizer that is not stepped before the next backward (a GAN's generator
   loss through the discriminator, backwards in an inner loop before one step): `synchronize()`
-  right after it, or Horovod stops on the next backward or `zero_grad()`;
+  right after it, or Horovod stops on the next backward or `zero_grad()` (a step later on the
+  backward's own line, `loss.backward(); opt.step()`, counts as the step after it);
 - with `backward_passes_per_step`, a `zero_grad()` outside the stepping block (an epoch's start)
   may meet micro-steps left over from the last window: `synchronize()` before it.
 """
@@ -20,7 +22,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from migrate.analysis.index import descendants, read_names, spell
-from migrate.analysis.training import calls_in
+from migrate.analysis.training import callee_scope, calls_in
 from migrate.steps.base import Context, expression, statements
 
 if TYPE_CHECKING:
@@ -48,29 +50,45 @@ def synchronize_leftovers(ctx: Context, optimizer: Wrapped) -> None:
 
 def synchronize_before_reads(ctx: Context, optimizer: Wrapped) -> None:
     """Clipping or unscaling between backward and the step reads the averaged gradients."""
+    placed = ctx.index.memo("horovod_synchronized")  # one synchronize() before a reader two steps share
     for stepped in optimizer.stepped:
         step = stepped.step
-        block, position = block_position(ctx, step.place.stmt)
-        if block is None:
+        if block_position(ctx, step.place.stmt)[0] is None:
             continue
         through_scaler = spell(step.node.func) is not None and not spell(step.node.func).startswith(stepped.spelling + ".")  # type: ignore[union-attr]
         first_reader = None
-        for stmt in reversed(block[:position]):
-            if _has_backward(stmt):
+        for stmt in _statements_before(ctx, step.place.stmt):
+            if _has_backward(ctx, stmt):
                 break
-            if _reads_gradients(stmt):
+            if _reads_gradients(ctx, stmt):
                 first_reader = stmt
         if first_reader is None and not through_scaler:
             continue
         sync_before = first_reader or step.place.stmt
         name = stepped.spelling
-        ctx.plan.insert_before(sync_before, statements(
-            f"{name}.synchronize()  # average the gradients across ranks before they are read\n"))
+        if (id(sync_before), name) not in placed:
+            placed[(id(sync_before), name)] = True
+            ctx.plan.insert_before(sync_before, statements(
+                f"{name}.synchronize()  # average the gradients across ranks before they are read\n"))
+            ctx.report("MIG404", f"`{name}.synchronize()` before the gradients are read ({'clipping or unscaling' if first_reader else 'the GradScaler step'}), "
+                       f"and the step under `{name}.skip_synchronize()`: the script reads averaged gradients, as with DDP",
+                       sync_before)
         ctx.plan.wrap_run(step.place.stmt, step.place.stmt, _skip_synchronize(ctx, name))
-        ctx.report("MIG404", f"`{name}.synchronize()` before the gradients are read ({'clipping or unscaling' if first_reader else 'the GradScaler step'}), "
-                   f"and the step under `{name}.skip_synchronize()`: the script reads averaged gradients, as with DDP",
-                   sync_before)
 
+
+def _statements_before(ctx: Context, stmt: cst.BaseStatement) -> list[cst.BaseStatement]:
+    """The statements that run before `stmt` in its block, nearest first; from a block of an
+    `if`/`else` or `with`, on through the statements before that compound statement."""
+    found: list[cst.BaseStatement] = []
+    while True:
+        block, position = block_position(ctx, stmt)
+        if block is None:
+            return found
+        found += reversed(block[:position])
+        parent = ctx.index.parent_of.get(stmt)
+        if not isinstance(parent, (cst.If, cst.With)):
+            return found
+        stmt = parent
 
 def _skip_synchronize(ctx: Context, name: str):  # type: ignore[no-untyped-def]
     item = expression(f"{name}.skip_synchronize()")
@@ -92,15 +110,27 @@ def block_position(ctx: Context, stmt: cst.BaseStatement) -> tuple[list[cst.Base
     return None, 0
 
 
-def _has_backward(stmt: cst.CSTNode) -> bool:
-    return any(isinstance(c.func, cst.Attribute) and c.func.attr.value == "backward" for c in calls_in(stmt))
+def _has_backward(ctx: Context, stmt: cst.CSTNode) -> bool:
+    """A backward in `stmt`, or in a function of this file it calls."""
+    return _calls_anywhere(ctx, stmt, lambda name: name == "backward", 0)
 
 
-def _reads_gradients(stmt: cst.CSTNode) -> bool:
-    for call in calls_in(stmt):
+def _reads_gradients(ctx: Context, stmt: cst.CSTNode) -> bool:
+    """Clipping or unscaling in `stmt`, or in a function of this file it calls (`clip(model)`)."""
+    return _calls_anywhere(ctx, stmt, lambda name: name in GRADIENT_READERS, 0)
+
+
+def _calls_anywhere(ctx: Context, node: cst.CSTNode, wanted, depth: int) -> bool:  # type: ignore[no-untyped-def]
+    """A call whose last name passes `wanted`, under `node` or in the functions of this file it
+    calls (four calls deep)."""
+    for call in calls_in(node):
         func = call.func
         name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
-        if name in GRADIENT_READERS:
+        if wanted(name):
+            return True
+        site = ctx.index.call_site(call) if depth < 4 else None
+        callee = callee_scope(ctx.index, site) if site is not None else None
+        if callee is not None and not callee.is_module and callee.node is not node and _calls_anywhere(ctx, callee.node, wanted, depth + 1):
             return True
     return False
 
@@ -116,9 +146,9 @@ def synchronize_after_crossing_backwards(ctx: Context, wrapped: list[Wrapped]) -
         reached = _reached_names(ctx, backward)
         if reached is None:
             continue
-        later = []
+        later: list[cst.CSTNode] = _after_on_its_line(backward.place.stmt, backward.node)
         for stmt in block[position + 1:]:
-            if _has_backward(stmt):
+            if _has_backward(ctx, stmt):
                 break
             later.append(stmt)
         for optimizer in wrapped:
@@ -135,7 +165,15 @@ def synchronize_after_crossing_backwards(ctx: Context, wrapped: list[Wrapped]) -
                        backward.node)
 
 
-def _steps(stmt: cst.BaseStatement, optimizer: Wrapped) -> bool:
+def _after_on_its_line(stmt: cst.BaseStatement, call: cst.Call) -> list[cst.CSTNode]:
+    """The small statements after the one holding `call` on its line (`loss.backward(); opt.step()`)."""
+    if not isinstance(stmt, cst.SimpleStatementLine):
+        return []
+    holding = next((i for i, small in enumerate(stmt.body) if any(c is call for c in calls_in(small))), len(stmt.body))
+    return list(stmt.body[holding + 1:])
+
+
+def _steps(stmt: cst.CSTNode, optimizer: Wrapped) -> bool:
     return any(any(s.step.node is call for s in optimizer.stepped) for call in calls_in(stmt))
 
 

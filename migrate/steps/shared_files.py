@@ -3,18 +3,23 @@ process did to the filesystem now happens N times, concurrently.
 
 - Dataset downloads (`download=True`): the first process on each node downloads, then a barrier,
   then every rank builds the dataset from the files (torchvision skips a download it finds done).
-- `os.mkdir` / `os.makedirs`: `exist_ok=True`, so the rank that comes second does not crash on the
-  directory the first one made (`if not exists: mkdir` is a race, not a guard).
+- `os.mkdir` / `os.makedirs` / `Path.mkdir` (without `exist_ok`, or with `exist_ok=False`):
+  `exist_ok=True`, so the rank that comes second does not crash on the directory the first one
+  made (`if not exists: mkdir` is a race, not a guard). Where the script relies on the error (a
+  `try:` whose handler does more than `pass`) or the name is made per run (a time stamp), the
+  statement runs on rank 0, then a barrier; where that cannot be, a finding names the line.
 - Deleting, moving, renaming or copying files (`shutil.rmtree`, `os.replace`, `os.remove`, ...):
-  on rank 0, with the directories made right after them (one guarded run); when other ranks need
-  what the run made, a barrier follows it.
+  on rank 0, with the directories made right after them, in any of those spellings (one guarded
+  run); when other ranks need what the run made, a barrier follows it.
 - `f = open(path, "w")` and the writes and close that follow: the whole sequence on rank 0.
 - A file rank 0 saves and every rank loads again (`torch.save(..., p)` ... `torch.load(p)`):
   a barrier before the load, so no rank reads it half written or stale. After teardown (no
   barrier left), the load and the rest of its block run on rank 0 as well.
 
 A barrier is added only where every rank reaches it: after setup, before teardown, and not under
-a condition that may differ between ranks (a loss, a metric). Where that cannot be told, the
+a condition that may differ between ranks (a loss, a metric, a rank), nor in a function or a
+class's `__init__` called from such a place or from a statement a step put on rank 0 (a dataset
+built on rank 0 alone would meet a barrier the other ranks never reach). Where that cannot be told, the
 finding says what was seen and what to do.
 """
 
@@ -23,12 +28,24 @@ from __future__ import annotations
 import libcst as cst
 
 from migrate.analysis.entry import runs_in_process_group
-from migrate.analysis.index import CallSite, ScriptIndex, descendants, names_in, read_names, spell
+from migrate.analysis.index import CallSite, Scope, ScriptIndex, descendants, names_in, read_names, spell
 from migrate.analysis.training import argument, callers_of, calls_in, contains
 from migrate.steps.base import Context, expression, statements
-from migrate.steps.rank_zero import SAVES, after_teardown, launcher_rank_zero_test, may_be_collective, may_guard, runs_on_rank_zero
+from migrate.steps.rank_zero import (
+    RANK_WORDS,
+    SAVES,
+    after_teardown,
+    launcher_rank_zero_test,
+    may_be_collective,
+    may_guard,
+    runs_on_rank_zero,
+    under_rank_check,
+)
 
 MAKE_DIRS = ("os.mkdir", "os.makedirs")
+PATH_MKDIR_KEYWORDS = frozenset({"mode", "parents", "exist_ok"})
+PER_RUN = ("time.", "datetime.", "uuid.")  # what makes a name new on each run (and on each rank)
+EXITS = ("sys.exit", "exit", "quit", "os._exit")
 DESTRUCTIVE = (
     "os.remove", "os.unlink", "os.rename", "os.replace", "os.rmdir", "os.removedirs",
     "shutil.rmtree", "shutil.move", "shutil.copy", "shutil.copy2", "shutil.copyfile", "shutil.copytree",
@@ -47,8 +64,8 @@ def shared_files(ctx: Context) -> None:
     guarded = [run for run in _destructive_runs(ctx) if _guard_run(ctx, run)]
     in_runs = {id(stmt) for run in guarded for stmt in run}
     for call in ctx.index.calls:
-        if call.name in MAKE_DIRS and id(_top_of_run(ctx, call.place.stmt)) not in in_runs:
-            _exist_ok(ctx, call)
+        if _makes_directory(ctx, call) and id(_top_of_run(ctx, call.place.stmt)) not in in_runs:
+            _directory(ctx, call)
     _downloads(ctx)
     _file_handles(ctx)
     _load_after_save(ctx)
@@ -63,6 +80,10 @@ def every_rank_reaches(ctx: Context, stmt: cst.BaseStatement, depth: int = 0) ->
     if not may_guard(ctx, stmt):
         return False
     index = ctx.index
+    # put on rank 0 by a step before: a statement around it, or a call that leads here (the
+    # barrier itself goes beside `stmt`, outside a guard of `stmt` alone)
+    if any(a in ctx.plan.guarded for a in index.enclosing_statements(stmt)[0 if depth else 1:]):
+        return False
     for ancestor in index.enclosing_statements(stmt)[1:]:
         if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef)):
             break
@@ -75,7 +96,7 @@ def every_rank_reaches(ctx: Context, stmt: cst.BaseStatement, depth: int = 0) ->
     if scope is None or scope.is_module or (entry is not None and scope is entry.scope) or depth > 4:
         return True
     known = index.memo("every_rank_reaches")  # callers' callers fan out: each (call, depth) is decided once
-    for call in callers_of(index, scope):
+    for call in callers(index, scope):
         key = (call.place.stmt, depth + 1)
         if key not in known:
             known[key] = every_rank_reaches(ctx, call.place.stmt, depth + 1)
@@ -84,9 +105,34 @@ def every_rank_reaches(ctx: Context, stmt: cst.BaseStatement, depth: int = 0) ->
     return True
 
 
-def _agrees_on_every_rank(ctx: Context, test: cst.BaseExpression) -> bool:
-    """A test that reads only the command line (`args.x`), constants and the environment."""
+def some_ranks_only(ctx: Context, stmt: cst.BaseStatement, depth: int = 0) -> bool:
+    """Whether `stmt` runs on some ranks only, as far as this file tells: under a rank check (the
+    script's own or one a step put there), or in a function (a class's `__init__`: where the class
+    is built) called from such a place. A collective placed there hangs the other ranks."""
     index = ctx.index
+    if under_rank_check(ctx, stmt, itself=True) or any(a in ctx.plan.guarded for a in index.enclosing_statements(stmt)):
+        return True
+    scope = index.scope_of.get(stmt)
+    if scope is None or scope.is_module or depth > 4:
+        return False
+    return any(some_ranks_only(ctx, call.place.stmt, depth + 1) for call in callers(index, scope))
+
+
+def callers(index: ScriptIndex, scope: Scope) -> list[CallSite]:
+    """The calls that run `scope`: its callers, and for a class's `__init__` the calls that build
+    the class (`Digits(root)`)."""
+    found = list(callers_of(index, scope))
+    if scope.class_name and scope.name == f"{scope.class_name}.__init__":
+        found += [call for call in index.calls if call.name == scope.class_name]
+    return found
+
+
+def _agrees_on_every_rank(ctx: Context, test: cst.BaseExpression) -> bool:
+    """A test that reads only the command line (`args.x`), constants and the environment, and
+    names no rank (`args.local_rank` differs per process)."""
+    index = ctx.index
+    if any(word in ctx.code(test) for word in RANK_WORDS):
+        return False
     parsed = index.derived("parsed_args_names", lambda: {
         b.target for b in index.bindings
         if isinstance(b.value, cst.Call) and isinstance(b.value.func, cst.Attribute)
@@ -108,44 +154,146 @@ def _barrier(ctx: Context, comment: str) -> cst.BaseStatement:
 
 # -- directories -------------------------------------------------------------------------------
 
-def _exist_ok(ctx: Context, call: CallSite) -> None:
-    """`os.mkdir(d)` / `os.makedirs(d)` -> `os.makedirs(d, exist_ok=True)`."""
-    node = call.node
-    if argument(node, "exist_ok", 2) is not None or argument(node, "dir_fd", 99) is not None or not node.args:
+def _makes_directory(ctx: Context, call: CallSite) -> bool:
+    """`os.mkdir(d)`, `os.makedirs(d)`, or a path's `.mkdir(...)` (pathlib: no argument but
+    `mode`, `parents`, `exist_ok`)."""
+    if call.name in MAKE_DIRS:
+        return True
+    func = call.node.func
+    return (isinstance(func, cst.Attribute) and func.attr.value == "mkdir" and (ctx.index.qualify(func) or "") != "os.mkdir"
+            and all(a.keyword is not None and a.keyword.value in PATH_MKDIR_KEYWORDS for a in call.node.args))
+
+
+def _directory(ctx: Context, call: CallSite) -> None:
+    """A directory made on every rank: `exist_ok=True`, so the rank that comes second does not fail
+    on it; rank 0 alone, then a barrier, where the script relies on the error (a handler that does
+    more than `pass`) or the name is made per run (a time stamp each rank reads on its own)."""
+    node, stmt = call.node, call.place.stmt
+    is_os = call.name in MAKE_DIRS
+    given = argument(node, "exist_ok", 2 if is_os else 99)
+    if (given is not None and not _false(given.value)) or (is_os and (argument(node, "dir_fd", 99) is not None or not node.args)):
         return
-    if _caught(ctx, call.place.stmt):
+    try_stmt = _catching_try(ctx, stmt)
+    if try_stmt is not None:
+        if not _only_passes(try_stmt):
+            _on_rank_zero(ctx, try_stmt, "the script handles the error a second rank would get")
         return
-    func = node.func
-    makedirs = func.with_changes(attr=cst.Name("makedirs")) if isinstance(func, cst.Attribute) else expression(
-        f"{ctx.module_name('os')}.makedirs"
-    )
+    if _named_per_run(ctx, _directory_named(node, is_os), call.place.scope, 0):
+        _on_rank_zero(ctx, stmt, "its name is made on each rank (a time stamp): ranks could make different folders")
+        return
+    at = next((i for i, a in enumerate(node.args) if a is given), None)
+    ctx.plan.replace(node, _exist_ok_rewrite(ctx, is_os, at))
+
+
+def _exist_ok_rewrite(ctx: Context, is_os: bool, at: int | None):  # type: ignore[no-untyped-def]
+    """`os.mkdir(d)` / `os.makedirs(d)` -> `os.makedirs(d, exist_ok=True)`; `p.mkdir(...)` ->
+    `p.mkdir(..., exist_ok=True)`; an `exist_ok=False` (argument `at`, by name or place) becomes True."""
     true = cst.Name("True")
 
     def rewrite(updated: cst.CSTNode) -> cst.CSTNode:
         assert isinstance(updated, cst.Call)
-        args = list(updated.args)
-        if isinstance(args[-1].comma, cst.MaybeSentinel):
-            args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-        args.append(cst.Arg(true, keyword=cst.Name("exist_ok"), equal=_equal(updated)))
-        return updated.with_changes(func=makedirs, args=args)
+        args = [a.with_changes(value=true) if i == at else a for i, a in enumerate(updated.args)]
+        if at is None:
+            if args and isinstance(args[-1].comma, cst.MaybeSentinel):
+                args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+            args.append(cst.Arg(true, keyword=cst.Name("exist_ok"), equal=_equal(updated)))
+        func = updated.func
+        if is_os:
+            func = func.with_changes(attr=cst.Name("makedirs")) if isinstance(func, cst.Attribute) else expression(
+                f"{ctx.module_name('os')}.makedirs")
+        return updated.with_changes(func=func, args=args)
 
-    ctx.plan.replace(node, rewrite)
+    return rewrite
 
 
-def _equal(call: cst.Call) -> cst.AssignEqual:
-    tight = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
-    return next((a.equal for a in call.args if a.keyword is not None and isinstance(a.equal, cst.AssignEqual)), tight)
+def _false(value: cst.BaseExpression) -> bool:
+    return isinstance(value, cst.Name) and value.value == "False"
 
 
-def _caught(ctx: Context, stmt: cst.BaseStatement) -> bool:
-    """Inside `try:` with a handler for OSError/FileExistsError (or broader): already tolerated."""
+def _directory_named(node: cst.Call, is_os: bool) -> cst.CSTNode:
+    """The expression that names the directory: `os.mkdir`'s first argument, a path's receiver."""
+    if is_os:
+        return node.args[0].value
+    assert isinstance(node.func, cst.Attribute)
+    return node.func.value
+
+
+def _named_per_run(ctx: Context, node: cst.CSTNode, scope, depth: int) -> bool:  # type: ignore[no-untyped-def]
+    """The name reads the clock or a random id (`time.strftime(...)`, `datetime.now()`, `uuid4()`),
+    directly or through the names it is built from in this function."""
+    if any((ctx.index.qualify(c.func) or "").startswith(PER_RUN) for c in calls_in(node)):
+        return True
+    if depth > 3:
+        return False
+    return any(_named_per_run(ctx, b.value, scope, depth + 1) for name in read_names(node)
+               for b in ctx.index.bindings_of_in(name.split(".")[0], scope) if b.value is not None)
+
+
+def _on_rank_zero(ctx: Context, stmt: cst.BaseStatement, why: str) -> None:
+    """`stmt` on rank 0, then a barrier for the others; a finding where no barrier can be placed
+    or the statement does more than make the directory."""
+    if runs_on_rank_zero(ctx, stmt):
+        return
+    if _only_directories(ctx, stmt) and every_rank_reaches(ctx, stmt):
+        ctx.plan.guard(stmt, ctx.rank_zero_test())
+        ctx.plan.insert_after(stmt, [_barrier(ctx, "the other ranks wait for the directory rank 0 made")])
+        return
+    ctx.report("MIG120", f"`{_first_line(ctx, stmt)}` makes a directory on every rank, and {why}: all ranks but one "
+               "fail or take another path; make it on rank 0 only, followed by "
+               f"{ctx.distributed.said(ctx.distributed.barrier)} where every rank passes", stmt)
+
+
+def _only_directories(ctx: Context, stmt: cst.BaseStatement) -> bool:
+    """A statement that only makes directories; a `try:` around such statements whose handlers
+    only pass, print, log or raise (nothing bound, nothing left early, no collective)."""
+    if isinstance(stmt, cst.Try):
+        body = stmt.body.body
+        return all(_only_directories(ctx, s) for s in body) and all(_plain_handler(ctx, h) for h in stmt.handlers) \
+            and stmt.orelse is None and stmt.finalbody is None
+    if not isinstance(stmt, cst.SimpleStatementLine):
+        return False
+    return all(isinstance(small, cst.Expr) and isinstance(small.value, cst.Call) and _makes_directory_call(ctx, small.value)
+               for small in stmt.body)
+
+
+def _plain_handler(ctx: Context, handler: cst.ExceptHandler) -> bool:
+    if handler.name is not None:
+        return False
+    for inner in handler.body.body:
+        if not isinstance(inner, cst.SimpleStatementLine):
+            return False
+        for small in inner.body:
+            if isinstance(small, (cst.Pass, cst.Raise)):
+                continue
+            if not (isinstance(small, cst.Expr) and isinstance(small.value, (cst.Call, cst.Ellipsis))):
+                return False
+            if isinstance(small.value, cst.Call) and ((ctx.index.qualify(small.value.func) or spell(small.value.func) or "") in EXITS
+                                                      or may_be_collective(ctx, small)):
+                return False
+    return True
+
+
+def _catching_try(ctx: Context, stmt: cst.BaseStatement) -> cst.Try | None:
+    """The `try:` whose body holds `stmt` and that handles OSError/FileExistsError (or broader)."""
     chain = ctx.index.enclosing_statements(stmt)
     for inner, ancestor in zip(chain, chain[1:]):  # `inner` sits right in `ancestor`: in its body, or not
         if isinstance(ancestor, cst.Try) and ctx.index.block_of.get(inner, (None, 0))[0] is ancestor.body:
             for handler in ancestor.handlers:
                 if handler.type is None or any(n in OS_ERRORS for n in names_in(handler.type)):
-                    return True
-    return False
+                    return ancestor
+    return None
+
+
+def _only_passes(stmt: cst.Try) -> bool:
+    """Every handler only `pass`es: the error a second rank gets changes nothing."""
+    return all(all(isinstance(inner, cst.SimpleStatementLine) and all(
+        isinstance(small, cst.Pass) or (isinstance(small, cst.Expr) and isinstance(small.value, cst.Ellipsis))
+        for small in inner.body) for inner in handler.body.body) for handler in stmt.handlers)
+
+
+def _equal(call: cst.Call) -> cst.AssignEqual:
+    tight = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
+    return next((a.equal for a in call.args if a.keyword is not None and isinstance(a.equal, cst.AssignEqual)), tight)
 
 
 # -- deleting, moving, copying ---------------------------------------------------------------
@@ -159,7 +307,7 @@ def _fs_call(ctx: Context, stmt: cst.BaseStatement) -> str | None:
             if not isinstance(small, cst.Expr) or not isinstance(small.value, cst.Call):
                 return None
             name = ctx.index.qualify(small.value.func) or ""
-            kinds.append("destroy" if name in DESTRUCTIVE else "mkdir" if name in MAKE_DIRS else None)
+            kinds.append("destroy" if name in DESTRUCTIVE else "mkdir" if _makes_directory_call(ctx, small.value) else None)
         if None in kinds:
             return None
         return "destroy" if "destroy" in kinds else "mkdir"
@@ -234,7 +382,12 @@ def _guard_run(ctx: Context, run: list[cst.BaseStatement]) -> bool:
 
 
 def _makes_dir_inside(ctx: Context, stmt: cst.BaseStatement) -> bool:
-    return any((ctx.index.qualify(c.func) or "") in MAKE_DIRS for c in ctx.index.calls_under(stmt))
+    return any(_makes_directory_call(ctx, c) for c in ctx.index.calls_under(stmt))
+
+
+def _makes_directory_call(ctx: Context, call: cst.Call) -> bool:
+    site = ctx.index.call_site(call)
+    return site is not None and _makes_directory(ctx, site)
 
 
 def _first_line(ctx: Context, stmt: cst.BaseStatement) -> str:
@@ -273,7 +426,7 @@ def _downloads(ctx: Context) -> None:
         if not every_rank_reaches(ctx, first):
             code = ctx.code(calls[0]).strip().splitlines()[0]
             ctx.report("MIG120", f"`{code}` downloads on every rank at once and runs where no barrier can be placed "
-                       "(before setup, or under a condition that may differ per rank): download the data once before "
+                       "(before setup, under a condition that may differ per rank, or in code some ranks never reach): download the data once before "
                        f"launching, or let one rank per node download while the others wait in {ctx.distributed.said(ctx.distributed.barrier)}", calls[0])
             continue
         scope = ctx.index.scope_of.get(first)

@@ -2,7 +2,8 @@
 and then the model itself sharded with `fully_shard` before the optimizer is built; checkpoints
 gathered on every rank into plain full state dicts that rank 0 writes, and plain checkpoints
 loaded into the sharded model; `set_requires_gradient_sync` for gradient accumulation; optional
-mixed precision and CPU offload policies. Artifact: a torchrun launch script.
+mixed precision and CPU offload policies; `data_parallel(...)` calls run as plain calls of the
+sharded model. Artifact: a torchrun launch script.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ def conversion() -> Conversion:
     from migrate.steps.fsdp_scaler import fsdp_scaler
     from migrate.steps.fsdp_shard import fsdp_shard
     from migrate.steps.fsdp_state_dicts import fsdp_state_dicts, refuse_unconverted_state
+    from migrate.steps.functional_data_parallel import functional_data_parallel
     from migrate.steps.init_process_group import setup, teardown
     from migrate.steps.load_map_location import load_map_location
     from migrate.steps.local_rank_device import local_rank_device
@@ -44,6 +46,7 @@ def conversion() -> Conversion:
         setup,
         local_rank_device,
         fsdp_shard,
+        functional_data_parallel,
         fsdp_reads,
         rank_divergence,
         distributed_sampler,

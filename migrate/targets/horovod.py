@@ -3,7 +3,8 @@
 averaged across ranks on backward, `backward_passes_per_step` for gradient accumulation), rank 0's
 weights broadcast where DDP would wrap the model, a resumed optimizer's state broadcast after its
 load, the learning rate scaled by `hvd.size()` (Horovod's recipe; `--no-scale-lr` keeps it), output
-and checkpoints on rank 0. Artifact: a horovodrun launch script.
+and checkpoints on rank 0, `data_parallel(...)` calls run as plain calls. Artifact: a horovodrun
+launch script.
 
 Horovod's last release is 0.28.1 (2023); it builds against current torch only with the changes
 scripts/horovod-wheel makes.
@@ -63,6 +64,7 @@ def horovodrun_launcher(script_path: str, ctx) -> list[Artifact]:  # type: ignor
 
 def conversion() -> Conversion:
     from migrate.steps.distributed_sampler import distributed_sampler
+    from migrate.steps.functional_data_parallel import functional_data_parallel
     from migrate.steps.horovod_metrics import horovod_metrics
     from migrate.steps.horovod_optimizers import BROADCAST_WRAPPER, broadcast_models, horovod_optimizers, maintenance_note
     from migrate.steps.init_process_group import setup, teardown
@@ -82,6 +84,7 @@ def conversion() -> Conversion:
         setup,
         local_rank_device,
         broadcast_models,
+        functional_data_parallel,
         rank_divergence,
         distributed_sampler,
         same_split,
@@ -139,6 +142,7 @@ HOROVOD_TARGET = Target(
         "MIG402": (Severity.WARNING, "Horovod: an optimizer the conversion cannot wrap once, with names unique across optimizers (not built in this file, built again during training, two over one model): left unchanged"),
         "MIG403": (Severity.WARNING, "Horovod: more backward passes reach an optimizer before its step than the conversion can count for backward_passes_per_step: left unchanged"),
         "MIG405": (Severity.NOTE, "Horovod: running sums of the training loop that the script prints are reduced over every rank (hvd.allreduce, summed or averaged) after the loop"),
+        "MIG406": (Severity.WARNING, "Horovod: rank 0's weights cannot be broadcast as the conversion would place it (parameters made channels_last, which Horovod cannot broadcast or all-reduce; a model built or loaded where only some ranks reach): left unchanged"),
         "MIG404": (Severity.NOTE, "Horovod: gradients are averaged before the script reads them (clipping, loss scaling), or after a backward that reaches another optimizer's model"),
     },
 )
