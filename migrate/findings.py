@@ -18,6 +18,8 @@ CODES: dict[str, tuple[Severity, str]] = {
     "MIG004": (Severity.NOTE, "a one-off choice the conversion made that the reviewer should know"),
     "MIG005": (Severity.NOTE, "how --write treats this file: a hard link replaced under one name, a file --write would refuse"),
     "MIG006": (Severity.NOTE, "what the target itself is for and where it stops: the same for every script it converts"),
+    "MIG007": (Severity.NOTE, "the running sums of the training loop that the script prints are reduced over every rank "
+               "after the loop (dist.all_reduce: summed, or averaged where the print divides by len(loader))"),
     "MIG101": (Severity.WARNING, "no DataLoader feeds the training loop: shard the data by rank by hand"),
     "MIG102": (Severity.WARNING, "a DataLoader has its own sampler: kept, so every rank sees all of it"),
     "MIG103": (Severity.WARNING, "no epoch loop found around the training loader: call sampler.set_epoch(epoch) yourself"),

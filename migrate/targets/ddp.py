@@ -2,7 +2,8 @@
 DistributedSampler with set_epoch, the model on the local rank's device wrapped in
 DistributedDataParallel once it is cast and frozen as it trains (steps.ddp_models;
 find_unused_parameters where some parameters may get no gradient), `data_parallel(...)` calls run
-as plain calls, output and checkpoints on rank 0, no_sync for accumulation.
+as plain calls, the epoch figures it prints reduced over every rank (steps.epoch_figures), output
+and checkpoints on rank 0, no_sync for accumulation.
 Artifact: a torchrun launch script beside the converted script.
 """
 
@@ -33,6 +34,7 @@ def torchrun_launcher(script_path: str, ctx, target: str = "ddp") -> list[Artifa
 def conversion() -> Conversion:
     from migrate.steps.ddp_models import ddp_models
     from migrate.steps.distributed_sampler import distributed_sampler
+    from migrate.steps.epoch_figures import epoch_figures_on
     from migrate.steps.functional_data_parallel import functional_data_parallel
     from migrate.steps.init_process_group import setup, teardown
     from migrate.steps.load_map_location import load_map_location
@@ -58,6 +60,7 @@ def conversion() -> Conversion:
         distributed_sampler,
         same_split,
         no_sync,
+        epoch_figures_on(None),  # a CPU tensor: gloo takes it, on a GPU host too ("cpu:gloo,cuda:nccl")
         rank_zero,
         shared_files,
         plateau_metric,

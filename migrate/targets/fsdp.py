@@ -3,7 +3,7 @@ and then the model itself sharded with `fully_shard` before the optimizer is bui
 gathered on every rank into plain full state dicts that rank 0 writes, and plain checkpoints
 loaded into the sharded model; `set_requires_gradient_sync` for gradient accumulation; optional
 mixed precision and CPU offload policies; `data_parallel(...)` calls run as plain calls of the
-sharded model. Artifact: a torchrun launch script.
+sharded model; the epoch figures it prints reduced over every rank (steps.epoch_figures). Artifact: a torchrun launch script.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ PRECISIONS = ("none", "bf16", "fp16")
 
 def conversion() -> Conversion:
     from migrate.steps.distributed_sampler import distributed_sampler
+    from migrate.steps.epoch_figures import epoch_figures_on
     from migrate.steps.fsdp_accumulation import fsdp_accumulation
     from migrate.steps.fsdp_reads import fsdp_reads
     from migrate.steps.fsdp_scaler import fsdp_scaler
@@ -55,6 +56,7 @@ def conversion() -> Conversion:
         fsdp_scaler,
         fsdp_state_dicts,
         refuse_unconverted_state,
+        epoch_figures_on(None),  # a CPU tensor: gloo takes it, on a GPU host too ("cpu:gloo,cuda:nccl")
         rank_zero,
         shared_files,
         plateau_metric,

@@ -54,6 +54,10 @@ def main():
             loss.backward()
             optimizer.step()
             total += loss.item()
+        # the epoch's figures over every rank's batches, not only this rank's share
+        figures = torch.tensor([total], dtype=torch.float64)
+        dist.all_reduce(figures)
+        total = figures[0].item() / dist.get_world_size()  # the ranks' mean, as it is divided by len(loader)
         if dist.get_rank() == 0:
             print(f"epoch {epoch}: {total / len(loader):.4f}")
     if dist.get_rank() == 0:

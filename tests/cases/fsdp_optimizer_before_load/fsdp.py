@@ -80,6 +80,10 @@ for epoch in range(args.epochs):
         loss.backward()
         optimizer.step()
         total += loss.item()
+    # the epoch's figures over every rank's batches, not only this rank's share
+    figures = torch.tensor([total], dtype=torch.float64)
+    dist.all_reduce(figures)
+    total = figures[0].item() / dist.get_world_size()  # the ranks' mean, as it is divided by len(loader)
     scheduler.step()
     if dist.get_rank() == 0:
         print(f"epoch {epoch} loss {total / len(loader):.4f}")

@@ -1,0 +1,240 @@
+"""The epoch figures a training loop keeps and prints after it: which running sums to reduce over
+every rank, and how (steps.epoch_figures for torch.distributed, steps.horovod_metrics for Horovod).
+
+Each rank trains on its own share of the batches, so a running sum kept in the training loop
+(`total_loss += loss.item()`, `correct += ...`) holds that share only. The sums taken are the plain
+ones a print or log call after the loop reads: started from a number before the loop in the same
+block, added to with values that are Python numbers (`.item()`, `len(...)`, `.size(...)`, a
+literal). When one sum a print reads is of another kind (a tensor, a list), none of that loop's
+sums are taken, so a ratio never mixes one rank's part with everyone's.
+
+The choice is made per sum: one the print divides by this rank's number of batches (`len(loader)`
+of the training loader) is averaged over the ranks; one divided by another such sum or by the
+dataset's size (`len(loader.dataset)`), or not divided, is summed. A sum divided both ways, or by a
+divisor that cannot be placed, leaves the loop's sums alone.
+
+A sum stays an int where it starts from an int literal and every value added is surely an int (an
+int literal, `len(...)`, `int(...)`, `.size(i)`, `.numel()`, or `.sum().item()` of a comparison: a
+count of matches); otherwise it is a float, as `0 + loss.item()` is. An averaged sum is a float.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import libcst as cst
+
+from migrate.analysis.index import descendants, read_names, spell
+
+OUTPUT_METHODS = frozenset({"info", "debug", "warning", "log", "add_scalar", "add_scalars", "write", "set_postfix",
+                            "set_description"})
+NUMBER_CALLS = frozenset({"item", "len", "size", "numel", "float", "int"})
+
+
+@dataclass(frozen=True)
+class EpochSums:
+    """The running sums of one training loop to reduce after it."""
+
+    names: tuple[str, ...]  # in the order the loop first adds to them
+    averaged: frozenset[str]  # divided by this rank's len(loader): the ranks' mean
+    ints: frozenset[str]  # summed counts that stay ints
+
+
+def epoch_sums(loop: cst.CSTNode, block: list[cst.BaseStatement], position: int,
+               loaders: frozenset[str]) -> EpochSums | None:
+    """The sums of `loop` (the statement at `block[position]`) that output after it reads, or None
+    (nothing to reduce, or a loop left alone: see the module's docstring). `loaders`: the names of
+    the training loaders (their `len` is this rank's number of batches)."""
+    sums = _running_sums(loop)
+    before, after = block[:position], block[position + 1:]
+    printed = _printed(after, set(sums))
+    if not printed or not all(_plain(sums[name]) and _started_before(before, name) for name in printed):
+        return None
+    averaged = _averaged(loaders, after, printed, set(sums))
+    if averaged is None:
+        return None
+    names = tuple(sorted(printed, key=list(sums).index))
+    ints = {name for name in names if name not in averaged and _stays_int(before, name, sums[name])}
+    return EpochSums(names, frozenset(averaged), frozenset(ints))
+
+
+def _divisor_kind(loaders: frozenset[str], divisor: cst.BaseExpression, sums: set[str]) -> str | None:
+    if read_names(divisor) and read_names(divisor) <= sums:
+        return "counted"
+    if isinstance(divisor, cst.Call) and spell(divisor.func) == "len" and len(divisor.args) == 1:
+        counted = divisor.args[0].value
+        spelled = spell(counted)
+        if spelled in loaders:
+            return "per_rank"  # DistributedSampler: this rank's batches
+        if isinstance(counted, cst.Attribute) and counted.attr.value == "dataset":
+            return "counted"  # the whole dataset, every rank's samples
+    return None
+
+
+def _running_sums(loop: cst.CSTNode) -> dict[str, list[cst.BaseExpression]]:
+    """name -> the values added to it with `name += value` anywhere in the loop (not in nested functions)."""
+    sums: dict[str, list[cst.BaseExpression]] = {}
+    for node in descendants(loop):
+        if isinstance(node, cst.AugAssign) and isinstance(node.target, cst.Name):
+            values = sums.setdefault(node.target.value, [])
+            values.append(node.value if isinstance(node.operator, cst.AddAssign) else cst.Name("not_a_sum"))
+    return sums
+
+
+def _plain(values: list[cst.BaseExpression]) -> bool:
+    """Every value added is a Python number."""
+    return all(_number(value) for value in values)
+
+
+def _number(value: cst.BaseExpression) -> bool:
+    if isinstance(value, (cst.Integer, cst.Float)):
+        return True
+    if isinstance(value, cst.BinaryOperation):
+        return _number(value.left) and _number(value.right) or _has_number_call(value)
+    return _has_number_call(value) and isinstance(value, cst.Call)
+
+
+def _has_number_call(value: cst.CSTNode) -> bool:
+    if not isinstance(value, cst.Call):
+        return isinstance(value, cst.BinaryOperation) and (_has_number_call(value.left) or _has_number_call(value.right))
+    func = value.func
+    name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+    return name in NUMBER_CALLS
+
+
+def _started_before(before: list[cst.BaseStatement], name: str) -> bool:
+    """`name = 0.0` (or `a, name = 0.0, 0`) is the last binding of `name` in the statements before the loop."""
+    for stmt in reversed(before):
+        if not isinstance(stmt, cst.SimpleStatementLine):
+            if name in {n for n in _bound_in(stmt)}:
+                return False
+            continue
+        for small in stmt.body:
+            if isinstance(small, cst.Assign) and len(small.targets) == 1:
+                value = _assigned_value(small.targets[0].target, small.value, name)
+                if value is not None:
+                    return isinstance(value, (cst.Integer, cst.Float))
+    return False
+
+
+def _bound_in(stmt: cst.CSTNode) -> set[str]:
+    return {spell(t.target) or "" for t in descendants(stmt) if isinstance(t, cst.AssignTarget)}
+
+
+def _assigned_value(target: cst.BaseExpression, value: cst.BaseExpression, name: str) -> cst.BaseExpression | None | bool:
+    if isinstance(target, cst.Name):
+        return value if target.value == name else None
+    if isinstance(target, cst.Tuple) and isinstance(value, cst.Tuple) and len(target.elements) == len(value.elements):
+        for element, assigned in zip(target.elements, value.elements):
+            if isinstance(element.value, cst.Name) and element.value.value == name:
+                return assigned.value
+    return None
+
+
+def _printed(after: list[cst.BaseStatement], sums: set[str]) -> set[str]:
+    """The running sums read by print or log calls in the statements after the loop."""
+    found: set[str] = set()
+    for stmt in after:
+        for node in descendants(stmt):
+            if isinstance(node, cst.Call) and _is_output(node):
+                found |= read_names(node) & sums
+    return found
+
+
+def _is_output(call: cst.Call) -> bool:
+    func = call.func
+    if isinstance(func, cst.Name):
+        return func.value == "print"
+    if isinstance(func, cst.Attribute):
+        owner = spell(func.value) or ""
+        return func.attr.value in OUTPUT_METHODS or owner in ("logging", "wandb")
+    return False
+
+
+def _averaged(loaders: frozenset[str], after: list[cst.BaseStatement], printed: set[str], sums: set[str]) -> set[str] | None:
+    """The printed sums to average (divided by this rank's `len(loader)`); the others are summed.
+    None (leave the loop alone) when a sum is divided by a divisor that cannot be placed, or both ways."""
+    kinds = _division_kinds(loaders, after, sums)
+    averaged: set[str] = set()
+    for name in printed:
+        found = kinds.get(name, set())
+        if None in found or len(found) > 1:
+            return None
+        if found == {"per_rank"}:
+            averaged.add(name)
+    return averaged
+
+
+def _division_kinds(loaders: frozenset[str], after: list[cst.BaseStatement], sums: set[str]) -> dict[str, set[str | None]]:
+    """Per sum, what it is divided by after the loop: in place (`loss /= len(loader)`) or in an output call."""
+    kinds: dict[str, set[str | None]] = {}
+    for stmt in after:
+        for node in descendants(stmt):
+            if (isinstance(node, cst.AugAssign) and isinstance(node.operator, (cst.DivideAssign, cst.FloorDivideAssign))
+                    and isinstance(node.target, cst.Name) and node.target.value in sums):
+                kinds.setdefault(node.target.value, set()).add(_divisor_kind(loaders, node.value, sums))
+            if isinstance(node, cst.Call) and _is_output(node):
+                _output_divisions(loaders, node, sums, kinds)
+    return kinds
+
+
+def _output_divisions(loaders: frozenset[str], call: cst.Call, sums: set[str], kinds: dict[str, set[str | None]]) -> None:
+    for division in descendants(call):
+        if isinstance(division, cst.BinaryOperation) and isinstance(division.operator, (cst.Divide, cst.FloorDivide)):
+            for name in read_names(division.left) & sums:
+                kinds.setdefault(name, set()).add(_divisor_kind(loaders, division.right, sums))
+
+
+def _stays_int(before: list[cst.BaseStatement], name: str, values: list[cst.BaseExpression]) -> bool:
+    """Started from an int literal, and every value added is surely an int."""
+    return isinstance(_start(before, name), cst.Integer) and all(_is_count(value) for value in values)
+
+
+def _start(before: list[cst.BaseStatement], name: str) -> cst.BaseExpression | None:
+    """The value of the last plain `name = ...` (or `a, name = ..., ...`) before the loop."""
+    for stmt in reversed(before):
+        if not isinstance(stmt, cst.SimpleStatementLine):
+            continue
+        for small in stmt.body:
+            if isinstance(small, cst.Assign) and len(small.targets) == 1:
+                value = _assigned_value(small.targets[0].target, small.value, name)
+                if isinstance(value, cst.BaseExpression):
+                    return value
+    return None
+
+
+def _is_count(value: cst.BaseExpression) -> bool:
+    if isinstance(value, cst.Integer):
+        return True
+    if isinstance(value, cst.BinaryOperation):
+        return isinstance(value.operator, (cst.Add, cst.Subtract, cst.Multiply)) and _is_count(value.left) and _is_count(value.right)
+    if not isinstance(value, cst.Call):
+        return False
+    func = value.func
+    if isinstance(func, cst.Name):
+        return func.value in ("len", "int")
+    if not isinstance(func, cst.Attribute):
+        return False
+    method = func.attr.value
+    if method == "numel" or (method == "size" and value.args):
+        return True
+    return method == "item" and _counts_matches(func.value)
+
+
+def _counts_matches(node: cst.BaseExpression) -> bool:
+    """`(a == b).sum()`, `a.eq(b).sum()`, `torch.sum(a == b)`: a number of matches, an int tensor."""
+    if not isinstance(node, cst.Call):
+        return False
+    func = node.func
+    if isinstance(func, cst.Attribute) and func.attr.value == "sum" and not node.args:
+        return _is_comparison(func.value)
+    if spell(func) == "torch.sum" and len(node.args) == 1:
+        return _is_comparison(node.args[0].value)
+    return False
+
+
+def _is_comparison(node: cst.BaseExpression) -> bool:
+    if isinstance(node, cst.Comparison):
+        return True
+    return (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)
+            and node.func.attr.value in ("eq", "ne", "lt", "le", "gt", "ge"))
