@@ -5,8 +5,12 @@ The script reads the JSON and then overwrites the keys it has its own values for
 accumulation steps, clipping, fp16 on/off), so a `--batch-size 8` on the command line is what
 DeepSpeed uses too. The JSON gets the script's defaults as concrete numbers.
 
-After the engine exists, the user's module is reached through `.module`, and a plain
-`state_dict()` is gathered on every rank first (ZeRO-3 shards the weights across ranks).
+After the engine exists, the user's module is reached through `.module` (also where the script
+uses what `model.train()` / `model.eval()` return: the engine's return None), and a plain
+`state_dict()` is gathered on every rank first (ZeRO-3 shards the weights across ranks); a gather
+that only some ranks reach (MIG121) leaves the file unchanged at ZeRO-3, where it is a collective.
+The optimizer's own `state_dict()` / `load_state_dict()` under ZeRO 1-3 leave it unchanged too
+(MIG118): rank 0's state is only its shard, and the ZeRO optimizer cannot load it back.
 """
 
 from __future__ import annotations
@@ -20,13 +24,14 @@ import libcst as cst
 
 from migrate.analysis.index import Scope, read_names
 from migrate.analysis.kinds import Kind, data_loaders, unbatched, value_kind
-from migrate.analysis.models import top_statement
+from migrate.analysis.models import aliases, is_after, top_statement
 from migrate.analysis.optimizers import OptimizerSide
 from migrate.analysis.ordering import ModelOrdering, NoModelOrdering, engine_orderings
 from migrate.analysis.sites import LoaderSite, ModelSite
 from migrate.analysis.state_dicts import earlier_names, model_state_dicts
 from migrate.analysis.training import argument, contains
 from migrate.analysis.values import dict_entry, literal_value
+from migrate.rewrite import small_statement_holding
 from migrate.steps.base import Context, comment_lines, expression, statements
 from migrate.steps.engine_refusals import held_optimizer_usable, report_no_engine, several_engines_usable
 from migrate.steps.gathers import outside_open_files, report_gather_on_some_ranks
@@ -85,12 +90,33 @@ def deepspeed_engine(ctx: Context) -> None:
         if not each.members:
             remove_data_parallel(ctx, each.model)
             unwrap_later_uses(ctx, each.model, safe=ctx.wrapper.safe)
+            _module_where_returned(ctx, each.model)
             _gather_state_dicts(ctx, each.model, through_engine=True)
         if each.caller is not None:  # the caller's plain module, trained in place by the engine
             _gather_state_dicts(ctx, each.caller, through_engine=False)
         for plain in earlier_names(ctx.index, each.model):  # `net = ssd_net`: ssd_net still names the plain module
             _gather_state_dicts(ctx, plain, through_engine=False)
-        _warn_optimizer_state(ctx, each)
+        _refuse_optimizer_state(ctx, each)
+
+
+# the engine answers these itself, but returns None where the module returns itself
+NONE_RETURNING = frozenset({"train", "eval"})
+
+
+def _module_where_returned(ctx: Context, site: ModelSite) -> None:
+    """`model.eval().cpu()`, `net = model.train()`, `run(model.eval())`: the engine's train() and
+    eval() switch its module and return None, so where the script uses what they return (the
+    module, in the original), they are called on `model.module`."""
+    names = aliases(ctx.index, site)
+    for use in ctx.index.attributes:
+        if (use.node.attr.value not in NONE_RETURNING or not use.called or (use.owner, use.place.scope.name) not in names
+                or not is_after(ctx.index, use.place.stmt, site)):
+            continue
+        _, small = small_statement_holding(use.place.stmt, use.node)
+        standalone = (isinstance(small, cst.Expr) and isinstance(small.value, cst.Call) and small.value.func is use.node)
+        if small is not None and not standalone:
+            ctx.plan.replace(use.node, lambda updated: updated.with_changes(
+                value=cst.Attribute(value=updated.value, attr=cst.Name("module"))))
 
 
 def _container_code(ctx: Context, engine: ModelOrdering) -> str:
@@ -426,18 +452,26 @@ def _gather_state_dicts(ctx: Context, site: ModelSite, through_engine: bool) -> 
             f"    {variable} = {{name: tensor.detach().cpu().clone() for name, tensor in {module}.state_dict().items()}}\n"
         )
         anchor = outside_open_files(ctx, read.stmt)
-        report_gather_on_some_ranks(ctx, anchor, site, "ZeRO-3")
+        # the gather is a collective only at ZeRO-3 (below it GatheredParameters does nothing)
+        if report_gather_on_some_ranks(ctx, anchor, site, "ZeRO-3", refuse=ctx.options.zero == 3) and ctx.options.zero == 3:
+            ctx.refused = True  # the ranks that skip the gather would leave the others waiting
         ctx.plan.insert_before(anchor, gather[:-1])
         ctx.plan.insert_above(anchor, gather[-1])
         ctx.plan.replace_with(read.call, cst.Name(variable))
 
 
-def _warn_optimizer_state(ctx: Context, engine: ModelOrdering) -> None:
-    """DeepSpeed's optimizer state is sharded per rank from ZeRO-1 on: a saved
-    `optimizer.state_dict()` resumes only the same setup; its own checkpoints are the way."""
+def _refuse_optimizer_state(ctx: Context, engine: ModelOrdering) -> None:
+    """DeepSpeed's optimizer state is sharded per rank from ZeRO-1 on: rank 0's
+    `optimizer.state_dict()` holds only its own shard (the others' are lost), and the ZeRO
+    optimizer's `load_state_dict` takes one such state per rank, so it fails on a saved dict. The
+    file is left unchanged (MIG118): the engine's own checkpoints are the way."""
     if ctx.options.zero == 0:
         return  # stage 0 keeps the torch optimizer itself
     for use in ctx.index.attributes:
         if use.owner == engine.optimizer and use.node.attr.value in ("state_dict", "load_state_dict") and use.called:
-            ctx.report("MIG118", f"`{engine.optimizer}.{use.node.attr.value}()` is per-rank optimizer state under ZeRO; "
-                       "to resume, use engine.save_checkpoint(dir) / engine.load_checkpoint(dir) on every rank", use.node)
+            ctx.report("MIG118", f"`{engine.optimizer}.{use.node.attr.value}()` is this rank's shard of the optimizer state "
+                       f"under ZeRO stage {ctx.options.zero}: a checkpoint saved on rank 0 loses the other ranks' shards, "
+                       "and the ZeRO optimizer's load_state_dict fails on it; save and resume with "
+                       "engine.save_checkpoint(dir, client_state={...}) / engine.load_checkpoint(dir) on every rank "
+                       "(or convert with --zero 0); the file is left unchanged", use.node)
+            ctx.refused = True

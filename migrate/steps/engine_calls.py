@@ -42,6 +42,14 @@ leftover micro-steps are added to the next epoch's first update, as the original
 does not clear them. A `zero_grad()` that clears them (one at the start of each epoch) has no
 DeepSpeed counterpart, and a test that cannot be read before the backward keeps the engine's count:
 both are reported (MIG126).
+
+Several backwards into one engine before its one step (a GAN's discriminator on real, then fake
+samples) would each be a boundary: at ZeRO 1-2 the gradients reduced at a boundary replace those
+of the backward before, so only the last loss would train (measured: the discriminator equals a
+run on the fake loss alone; ZeRO 0 and 3 add them). All but the last are marked inside the window
+(`set_gradient_accumulation_boundary(False)`), the last ends it (`(True)`), and the one `step()`
+updates on their sum. Where they do not all run in turn (one under an `if`), or the script also
+accumulates over micro-steps, the file is left unchanged (MIG128 names the lines).
 """
 
 from __future__ import annotations
@@ -49,11 +57,12 @@ from __future__ import annotations
 import libcst as cst
 
 from migrate.analysis.index import Binding, CallSite, child_nodes, descendants, read_names, spell
-from migrate.analysis.models import aliases
+from migrate.analysis.models import aliases, top_statement
+from migrate.analysis.ordering import ModelOrdering
 from migrate.analysis.sites import Accumulation
 from migrate.analysis.training import calls_in
 from migrate.rewrite import small_statement_holding
-from migrate.steps.base import Context, expression, statement, statements
+from migrate.steps.base import Context, comment_lines, expression, statement, statements
 from migrate.steps.deepspeed_engine import EngineConfig, autocast_precision
 from migrate.steps.engine_crossings import backward_engines, cross_engine_calls
 
@@ -77,6 +86,9 @@ def engine_calls(ctx: Context) -> None:
     if len(engines) > 1 and not cross_engine_calls(ctx, engines, owners):
         ctx.refused = True
         return
+    if accumulates and not _one_backward_per_micro_step(ctx, owners):
+        ctx.refused = True
+        return
     backward_tops: dict[tuple[int, int], cst.BaseStatement] = {}  # (scope node, engine) -> its backward there
     handled: set[cst.BaseStatement] = set()  # statements that no longer read what they read
     followed: set[int] = set()  # accumulations whose boundary is set (two backwards may share one)
@@ -97,6 +109,9 @@ def engine_calls(ctx: Context) -> None:
             _follow_window(ctx, spelled, call, config, followed)
     for call in side.step_calls:
         engine = by_optimizer.get(_stepped_optimizer(call) or "", config.engine)
+        if not _backwards_sharing_step(ctx, call, engine, owners, names[id(engine)], accumulates):
+            ctx.refused = True
+            return
         if _step(ctx, call, names[id(engine)], backward_tops, id(engine)):
             handled.add(call.place.stmt)
     # the script's own class steps DeepSpeed's optimizer itself (engine.step() never runs, and
@@ -140,6 +155,90 @@ def _engine_backward(ctx: Context, call: CallSite, engine: str, accumulates: boo
             return None
     extra = ", scale_wrt_gas=False" if accumulates else ""
     return expression(f"{engine}.backward({loss}{kept}{extra})")
+
+
+def _backwards_sharing_step(ctx: Context, step: CallSite, engine: ModelOrdering, owners: dict[int, ModelOrdering],
+                            names: set[tuple[str, str]], accumulates: bool) -> bool:
+    """Several backwards of one engine before its one step (a GAN's discriminator:
+    `errD_real.backward(); errD_fake.backward(); optD.step()`): each engine.backward() is an
+    accumulation boundary by default, and at ZeRO 1-2 the gradients of a boundary backward
+    replace those reduced before it in the same step, so only the last loss would train. The
+    earlier ones are marked inside the window (`set_gradient_accumulation_boundary(False)`), the
+    last one ends it (`(True)`), as DeepSpeed's own docstring of that call shows. False (with
+    MIG128 naming the lines) where they run conditionally or under the script's own accumulation."""
+    group = _backwards_before(ctx, step, engine, owners)
+    if len(group) < 2:
+        return True
+    lines = ", ".join(str(ctx.position(call.node)[0]) for call in group)
+    problem = ("the script accumulates gradients over micro-steps too" if accumulates
+               else None if all(_runs_in_turn(ctx, call, step) for call in group)
+               else "not every one of them runs on every step (one sits under an `if`, a loop or a `try`)")
+    if problem is not None:
+        ctx.report("MIG128", f"{len(group)} backwards (lines {lines}) feed the one `{ctx.code(step.node)}`, and {problem}: "
+                   "DeepSpeed keeps only the last backward's gradients at ZeRO 1-2 unless the earlier ones are marked "
+                   "inside its accumulation window, which this tool does only for backwards that all run in turn; "
+                   "the file is left unchanged: sum the losses into one backward, then convert again", step.node)
+        return False
+    spelled = _engine_in(names, step) or engine.model.spelling
+    why = (f"{len(group)} backwards feed one step: all but the last stay inside DeepSpeed's accumulation window, "
+           "or ZeRO 1-2 would keep only the last one's gradients")
+    for call in group[:-1]:
+        ctx.plan.insert_before(call.place.stmt, statements(
+            comment_lines(why) * (call is group[0]) + f"{spelled}.set_gradient_accumulation_boundary(False)\n"))
+    ctx.plan.insert_before(group[-1].place.stmt, statements(f"{spelled}.set_gradient_accumulation_boundary(True)\n"))
+    return True
+
+
+def _one_backward_per_micro_step(ctx: Context, owners: dict[int, ModelOrdering]) -> bool:
+    """With the script's own accumulation, each backward is told the window's test: two backwards
+    of one engine in one micro-step would both end the window on its last micro-step, and ZeRO 1-2
+    would keep only the second one's gradients. False (with MIG128) where two are in one loop body."""
+    seen: dict[tuple[int, int], CallSite] = {}
+    for call in ctx.sites.backward_calls:
+        block = ctx.index.block_of[_top_in_loop(ctx, call.place.stmt)][0]
+        first = seen.setdefault((id(block), id(owners[id(call.node)])), call)
+        if first is not call:
+            lines = f"{ctx.position(first.node)[0]} and {ctx.position(call.node)[0]}"
+            ctx.report("MIG128", f"two backwards (lines {lines}) run in one accumulation micro-step of one engine: "
+                       "DeepSpeed would end the window at both on its last micro-step and keep only the second one's "
+                       "gradients at ZeRO 1-2; the file is left unchanged: sum the losses into one backward, then "
+                       "convert again", call.node)
+            return False
+    return True
+
+
+def _backwards_before(ctx: Context, step: CallSite, engine: ModelOrdering,
+                      owners: dict[int, ModelOrdering]) -> list[CallSite]:
+    """The engine's backward calls in the step's block after its previous step there, before this one."""
+    block, position = ctx.index.block_of[step.place.stmt]
+    same = _stepped_optimizer(step)
+    earlier = [at for other in engine.side.step_calls
+               if other is not step and _stepped_optimizer(other) == same
+               and (at := _position_in(ctx, other, block)) is not None and at < position]
+    start = max(earlier, default=-1)
+    return [call for call in ctx.sites.backward_calls
+            if owners.get(id(call.node)) is engine
+            and (at := _position_in(ctx, call, block)) is not None and start < at < position]
+
+
+def _position_in(ctx: Context, call: CallSite, block: cst.Module | cst.IndentedBlock) -> int | None:
+    """The position in `block` of the statement there that holds `call`, if one does."""
+    top = top_statement(ctx.index, call.place.stmt, block)
+    return block.body.index(top) if top is not None else None
+
+
+def _runs_in_turn(ctx: Context, call: CallSite, step: CallSite) -> bool:
+    """Whether the backward runs each time the step's block does: a line of its own, inside
+    nothing but `with` blocks below that block."""
+    block = ctx.index.block_of[step.place.stmt][0]
+    if not isinstance(call.place.stmt, cst.SimpleStatementLine):
+        return False
+    for stmt in ctx.index.enclosing_statements(call.place.stmt):
+        if stmt is not call.place.stmt and not isinstance(stmt, cst.With):
+            return False
+        if ctx.index.block_of.get(stmt, (None,))[0] is block:
+            return True
+    return False
 
 
 def _stepped_optimizer(call: CallSite) -> str | None:

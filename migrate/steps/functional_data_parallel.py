@@ -15,6 +15,16 @@ from migrate.steps.base import Context, expression
 
 
 def functional_data_parallel(ctx: Context) -> None:
+    """For the targets with --keep-global-batch (DDP, FSDP, Horovod): the finding names it."""
+    _plain_calls(ctx, keep_global_batch_option=True)
+
+
+def functional_data_parallel_in_engine(ctx: Context) -> None:
+    """For DeepSpeed, whose batch is the config's micro-batch per process (no --keep-global-batch)."""
+    _plain_calls(ctx, keep_global_batch_option=False)
+
+
+def _plain_calls(ctx: Context, keep_global_batch_option: bool) -> None:
     for call in ctx.index.calls:
         module = data_parallel_module(ctx.index, call.node)
         inputs = argument(call.node, "inputs", 1) if module is not None else None
@@ -22,8 +32,9 @@ def functional_data_parallel(ctx: Context) -> None:
             continue
         direct = expression(_direct_call(ctx, module, inputs.value, argument(call.node, "module_kwargs", 5)))
         ctx.plan.replace_with(call.node, direct)
-        batch = ("; each process now takes a whole batch where data_parallel split one across the GPUs "
-                 "(--keep-global-batch keeps the global batch)" if not ctx.options.keep_global_batch else "")
+        batch = "; each process now takes a whole batch where data_parallel split one across the GPUs"
+        if keep_global_batch_option:
+            batch = "" if ctx.options.keep_global_batch else batch + " (--keep-global-batch keeps the global batch)"
         ctx.report("MIG003", f"`{ctx.code(call.node)}` now runs `{ctx.code(direct)}`: each process drives its own GPU "
                    "under the launcher, and data_parallel would spread every process's batch over all the GPUs it "
                    f"lists{batch}", call.node)

@@ -2,24 +2,28 @@
 has made it. Under ZeRO-3 every rank holds only its shard of each parameter outside the forward
 (`p.numel()` is 0), and at every stage the engine's hooks make the module unpicklable and ZeRO-1/2
 write their fp32 copy back at each step. The converted script is the same at every stage, so
-these are said (MIG127), and `torch.inference_mode()` becomes `torch.no_grad()`:
+what still runs is said (MIG127), what would crash leaves the file unchanged (MIG127 says why),
+and `torch.inference_mode()` becomes `torch.no_grad()`:
 
 - `model.parameters()` / `named_parameters()` read after the engine exists (a parameter count, an
-  L2 penalty, an EMA update, a histogram): empty shards under ZeRO-3;
-- `model.load_state_dict(...)` after the engine exists: ZeRO-3 refuses it, ZeRO-1/2 undo it;
-- `torch.save(model...)` that pickles the module: the engine's hooks cannot be pickled;
+  L2 penalty, an EMA update, a histogram): empty shards under ZeRO-3; said;
+- their `.grad` read in a loop over them (`for p in model.parameters(): p.grad.norm()`): the
+  engine's step clears the gradients and ZeRO keeps them in its partitions: refused;
+- `model.load_state_dict(...)` after the engine exists: ZeRO-1/2 undo it at the next step (said),
+  ZeRO-3 refuses it (refused at --zero 3);
+- `torch.save(model...)` that pickles the module: the engine's hooks cannot be pickled: refused;
 - `torch.inference_mode()` around evaluation: the weights ZeRO-3 gathers there become inference
   tensors, and the next training forward fails; `torch.no_grad()` does what evaluation needs.
 """
-
 from __future__ import annotations
 
 import libcst as cst
 
-from migrate.analysis.divergence import per_rank_condition
-from migrate.analysis.index import AttributeUse
+from migrate.analysis.divergence import per_rank_condition, target_names
+from migrate.analysis.index import AttributeUse, descendants
 from migrate.analysis.models import aliases, is_after
 from migrate.analysis.sites import ModelSite
+from migrate.analysis.training import contains
 from migrate.steps.base import Context, expression, statement
 from migrate.steps.deepspeed_engine import EngineConfig
 from migrate.steps.shared_files import every_rank_reaches
@@ -54,6 +58,9 @@ def _report_reads(ctx: Context, site: ModelSite, handled: set[cst.BaseStatement]
         if not is_after(index, stmt, site):
             continue
         attribute = use.node.attr.value
+        if attribute in PARAMETER_READS and _refuse_grad_read(ctx, use):
+            reported.add(stmt)
+            continue
         if attribute in PARAMETER_READS and _gather_around(ctx, use, stmt):
             reported.add(stmt)
             continue
@@ -65,9 +72,35 @@ def _report_reads(ctx: Context, site: ModelSite, handled: set[cst.BaseStatement]
                        "initialize, inside forward(), or under `deepspeed.zero.GatheredParameters(...)`", use.node)
         elif attribute == "load_state_dict":
             reported.add(stmt)
+            crashes = ctx.options.zero == 3
             ctx.report("MIG127", f"`{ctx.code(use.node)}(...)` loads weights after deepspeed.initialize: ZeRO-3 "
                        "refuses them (each parameter is a shard) and ZeRO-1/2 overwrite them with the optimizer's fp32 "
-                       "copy at the next step; load before initialize, or use the engine's load_checkpoint", use.node)
+                       "copy at the next step; load before initialize, or use the engine's load_checkpoint"
+                       + ("; the file is left unchanged" if crashes else ""), use.node)
+            ctx.refused = ctx.refused or crashes
+
+
+def _refuse_grad_read(ctx: Context, use: AttributeUse) -> bool:
+    """MIG127, and the file left unchanged, where the loop over the weights read after
+    deepspeed.initialize reads their `.grad` (`for p in model.parameters(): p.grad.norm()`): the
+    engine's step clears them (None after it, at every stage), and from ZeRO-1 on a backward leaves
+    them in the optimizer's partitions, so the read fails or sees nothing."""
+    stmt = use.place.stmt
+    for node in descendants(stmt):
+        if not isinstance(node, (cst.For, cst.CompFor)) or not contains(node.iter, lambda n: n is use.node):
+            continue
+        targets = target_names(node.target)
+        read = next((n for n in descendants(stmt) if isinstance(n, cst.Attribute) and n.attr.value == "grad"
+                     and isinstance(n.value, cst.Name) and n.value.value in targets), None)
+        if read is not None:
+            ctx.report("MIG127", f"`{ctx.code(read)}` reads a gradient of `{ctx.code(use.node)}()` after "
+                       "deepspeed.initialize: the engine's step() clears the gradients (None after it) and ZeRO 1-3 keep "
+                       "them in the optimizer's partitions, so the read fails or sees nothing; read them between "
+                       "engine.backward(loss) and engine.step() with `deepspeed.utils.safe_get_full_grad(p)`; "
+                       "the file is left unchanged", read)
+            ctx.refused = True
+            return True
+    return False
 
 
 def _gather_around(ctx: Context, use: AttributeUse, stmt: cst.BaseStatement) -> bool:
@@ -120,7 +153,8 @@ def _report_pickled_saves(ctx: Context, site: ModelSite) -> None:
             continue
         ctx.report("MIG127", f"`{ctx.code(call.node)}` pickles the module, which DeepSpeed's engine hooks make "
                    "impossible at every ZeRO stage (and ZeRO-3 leaves it holding shards): save its state_dict() "
-                   "instead, which the conversion gathers on every rank", call.node)
+                   "instead, which the conversion gathers on every rank; the file is left unchanged", call.node)
+        ctx.refused = True
 
 
 def _no_inference_mode(ctx: Context, sites: list[ModelSite]) -> None:

@@ -1,7 +1,8 @@
 """DeepSpeed: the model and the user's optimizer become one engine (`deepspeed.initialize`),
 the engine runs backward and the optimizer step, ZeRO stage, precision, accumulation and
 clipping live in a generated ds_config.json. Output and checkpoints on rank 0, weights
-gathered on every rank first. Artifacts: ds_config.json, a launch script for the `deepspeed`
+gathered on every rank first; `nn.parallel.data_parallel(model, x, gpus)` becomes `model(x)` (one
+GPU per process). Artifacts: ds_config.json, a launch script for the `deepspeed`
 launcher and, for several nodes, its hostfile.
 """
 
@@ -85,6 +86,8 @@ def conversion() -> Conversion:
     from migrate.steps.deepspeed_engine import deepspeed_engine
     from migrate.steps.distributed_sampler import distributed_sampler
     from migrate.steps.engine_calls import engine_calls
+    from migrate.steps.epoch_figures import CURRENT_GPU_OR_CPU, epoch_figures_on
+    from migrate.steps.functional_data_parallel import functional_data_parallel_in_engine
     from migrate.steps.init_process_group import setup, teardown
     from migrate.steps.load_map_location import load_map_location
     from migrate.steps.local_rank_argument import local_rank_argument
@@ -106,12 +109,14 @@ def conversion() -> Conversion:
         local_rank_argument,
         local_rank_device,
         deepspeed_engine,
+        functional_data_parallel_in_engine,  # `data_parallel(model, x, gpus)` -> `model(x)`: the engine drives one GPU
         cpu_optimizer,
         rank_divergent_control,
         engine_calls,
         zero3_reads,
         distributed_sampler,
         same_split,
+        epoch_figures_on(CURRENT_GPU_OR_CPU),  # DeepSpeed's NCCL group takes CUDA tensors only
         rank_zero,
         shared_files,
         plateau_metric,

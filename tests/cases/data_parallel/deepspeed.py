@@ -66,6 +66,10 @@ def main():
             model.backward(loss)
             model.step()
             epoch_loss += loss.item()
+        # the epoch's figures over every rank's batches, not only this rank's share
+        figures = torch.tensor([epoch_loss], dtype=torch.float64, device="cuda" if torch.cuda.is_available() else "cpu")
+        dist.all_reduce(figures)
+        epoch_loss = figures[0].item() / dist.get_world_size()  # the ranks' mean, as it is divided by len(loader)
 
         if dist.get_rank() == 0:
             print(f"epoch {epoch}: recon loss {epoch_loss / len(loader):.5f}")

@@ -65,6 +65,10 @@ def main():
             model.backward(loss, scale_wrt_gas=False)
             model.step()
             running += loss.item()
+        # the epoch's figures over every rank's batches, not only this rank's share
+        figures = torch.tensor([running], dtype=torch.float64, device="cuda" if torch.cuda.is_available() else "cpu")
+        dist.all_reduce(figures)
+        running = figures[0].item() / dist.get_world_size()  # the ranks' mean, as it is divided by len(loader)
 
         if dist.get_rank() == 0:
             print(f"epoch {epoch}: loss {running * accum_steps / len(train_loader):.4f}")

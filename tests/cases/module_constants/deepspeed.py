@@ -64,6 +64,10 @@ def main():
             model.backward(loss)
             model.step()
             epoch_loss += loss.item() * xb.size(0)
+        # the epoch's figures over every rank's batches, not only this rank's share
+        figures = torch.tensor([epoch_loss], dtype=torch.float64, device="cuda" if torch.cuda.is_available() else "cpu")
+        dist.all_reduce(figures)
+        epoch_loss = figures[0].item()
 
         epoch_loss /= len(train_loader.dataset)
         if dist.get_rank() == 0:

@@ -1,48 +1,24 @@
 # The whole trained model is pickled, without first moving it anywhere. Under DeepSpeed the module
 # carries the engine's forward hooks (at every ZeRO stage) and, under ZeRO-3, only this rank's
 # shards: it cannot be pickled as it is.
-import json
-import os
 import torch
 import torch.nn as nn
 from torch.utils.data import DataLoader, TensorDataset
-import deepspeed
-from torch.utils.data.distributed import DistributedSampler
-import torch.distributed as dist
 
 
 def main():
-    # the deepspeed launcher sets these; plain `python train.py` runs as a single process (port 0: any free one)
-    for key, value in dict(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT="0").items():
-        os.environ.setdefault(key, value)
-    local_rank = int(os.environ["LOCAL_RANK"])
-    if torch.cuda.is_available():
-        torch.cuda.set_device(local_rank)
-    deepspeed.init_distributed(dist_backend="nccl" if torch.cuda.is_available() else "gloo")
-
     torch.manual_seed(0)
-    train_dataset = TensorDataset(torch.randn(256, 8), torch.randn(256, 1))
-    loader = DataLoader(train_dataset, batch_size=16, sampler=DistributedSampler(train_dataset, shuffle=True))
+    loader = DataLoader(TensorDataset(torch.randn(256, 8), torch.randn(256, 1)), batch_size=16, shuffle=True)
     model = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 1))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-
-    # DeepSpeed reads its settings from ds_config.json; the values this script computes itself
-    # overwrite the file's, so the two never disagree
-    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "ds_config.json")) as config_file:
-        ds_config = json.load(config_file)
-    model, optimizer, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, config=ds_config)
     for epoch in range(2):
-        loader.sampler.set_epoch(epoch)
         for xb, yb in loader:
             loss = nn.functional.mse_loss(model(xb), yb)
-            model.backward(loss)
-            model.step()
-        if dist.get_rank() == 0:
-            print(f"epoch {epoch} loss {loss.item():.4f}")
-    if dist.get_rank() == 0:
-        torch.save(model.module, "model.pt")
-    dist.barrier()  # no rank exits while rank 0 still writes its files
-    dist.destroy_process_group()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        print(f"epoch {epoch} loss {loss.item():.4f}")
+    torch.save(model, "model.pt")
 
 
 if __name__ == "__main__":
