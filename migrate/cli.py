@@ -3,7 +3,9 @@
 By default a command prints a unified diff (the converted scripts plus the files it would
 create) and writes nothing; `--write` applies it, all files or none; `--check` only says which
 files would change, and what `--write` would refuse.
-Findings go to stderr as `path:line:col: severity: MIGnnn message`. The exit status is a sum of
+Findings go to stderr as `path:line:col: severity: MIGnnn message`; one that says what the target
+itself is (MIG006, the same for every script) is printed once a run, at the first file that drew
+it (JSON keeps every file's entry). The exit status is a sum of
 flags, so a run with both says both: 1 `--check` found files to convert, 2 an error (bad input or
 options, a file that could not be converted, an internal error); 0 neither, 3 both.
 The commands come from the registry (migrate.targets). This module imports no libcst: the API
@@ -12,6 +14,7 @@ does, when a command actually runs.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import json
 import os
@@ -34,6 +37,8 @@ if TYPE_CHECKING:  # verify imports torch-free but heavier modules: only when it
 
 # exit status flags (Fixit's convention): a run that found both reports both
 EXIT_OK, EXIT_WOULD_CHANGE, EXIT_BAD_INPUT = 0, 1, 2
+# findings that say what the target itself is, the same for every script (migrate.findings): once a run
+ADVISORY = frozenset({"MIG006"})
 
 app = typer.Typer(
     help=(
@@ -59,7 +64,19 @@ class PlainUsage(TyperCommand):
     def collect_usage_pieces(self, ctx):  # type: ignore[no-untyped-def]
         pieces = [self.options_metavar] if self.options_metavar else []
         return pieces + [param.metavar for param in self.params if param.param_type_name == "argument" and param.metavar]
-Write = Annotated[bool, typer.Option("--write", help="Rewrite the files in place and create the launch script (atomically).")]
+Write = Annotated[bool, typer.Option("--write", help="Rewrite the files in place (atomically).")]
+
+
+def write_help(target: Target) -> str:
+    """--write's help for a target, naming what it creates beside each script: the launch script
+    when the target has a launcher (to-dp has none), the config when it writes one (--config-out)."""
+    made = ["the launch script"] if target.launcher else []
+    if "config_out" in target.uses:
+        made.append("its config")
+    if not made:
+        return ("Rewrite the files in place (atomically); no launcher or config is written: the converted "
+                "script runs with `python` as before.")
+    return f"Rewrite the files in place and create {' and '.join(made)} beside each (atomically)."
 Check = Annotated[bool, typer.Option("--check", help="Write nothing; list the files that would change; exit 1 if any (plus 2 if --write would refuse one).")]
 Exclude = Annotated[Optional[list[str]], typer.Option("--exclude", metavar="GLOB", help="Skip files a folder search finds whose path (relative to the folder) or any folder on the way matches GLOB; repeatable. Example: --exclude 'tests' --exclude '*_old.py'")]
 ReportFormat = Annotated[str, typer.Option("--report", metavar="FORMAT", help="How findings are printed on stderr: text, markdown or json.")]
@@ -112,6 +129,8 @@ def _convert_command(target: Target) -> None:
                              exclude=tuple(exclude or ())))
 
     shared = [p for p in _parameters(command) if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    shared = [p.replace(annotation=Annotated[bool, typer.Option("--write", help=write_help(target))])
+              if p.name == "write" else p for p in shared]
     # the target's options first in --help, as they are what a user came to choose
     parameters = [shared[0], *(p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own),
                   *(p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in shared[1:])]
@@ -401,7 +420,7 @@ class Output:
             _stderr(json.dumps(entries, indent=2) + "\n")
             return
         quiet = [r for r in results if r.path in searched and _only_not_training(r)]
-        shown = [r for r in results if r not in quiet]
+        shown, advised = advised_once([r for r in results if r not in quiet])
         if self.report == "markdown":
             _stderr(reports.findings_markdown(shown))
         else:
@@ -412,8 +431,24 @@ class Output:
             _error(str(error))
         for path, message in self.notes:
             _error(f"{self.name(path)}: {message}" if path else message)
+        for code, count in advised.items():
+            _error(f"{code} above is said once: it applies alike to each of the {count} files that drew it")
         if folders:
             _error(_summary(results, len(quiet), len(self.errors), written))
+
+
+def advised_once(results: list[FileResult]) -> tuple[list[FileResult], dict[str, int]]:
+    """The results with each ADVISORY finding kept at its first file only, and, for each code said
+    once for several files, how many files drew it (text and markdown; JSON keeps every entry)."""
+    drew: dict[str, int] = {}
+    shown: list[FileResult] = []
+    for result in results:
+        said_before = set(drew)
+        kept = tuple(f for f in result.findings if f.code not in said_before)
+        for code in {f.code for f in result.findings} & ADVISORY:
+            drew[code] = drew.get(code, 0) + 1
+        shown.append(dataclasses.replace(result, findings=kept) if len(kept) < len(result.findings) else result)
+    return shown, {code: count for code, count in drew.items() if count > 1}
 
 
 def _only_not_training(result: FileResult) -> bool:
@@ -426,11 +461,16 @@ def _summary(results: list[FileResult], not_training: int, errors: int, written:
     left = len(results) - converted - already - not_training
     verb = "converted" if written else "to convert"
     parts = [f"{converted} {verb}" if converted else f"none {verb}",
-             f"{not_training} not training scripts (MIG002, not listed)" if not_training else "",
+             f"{counted(not_training, 'not training script')} (MIG002, not listed)" if not_training else "",
              f"{already} already distributed" if already else "",
              f"{left} left unchanged with findings" if left > 0 else "",
-             f"{errors} errors" if errors else ""]
-    return f"{len(results) + errors} Python files: " + ", ".join(p for p in parts if p)
+             counted(errors, "error") if errors else ""]
+    return f"{counted(len(results) + errors, 'Python file')}: " + ", ".join(p for p in parts if p)
+
+
+def counted(count: int, noun: str) -> str:
+    """`1 error`, `2 errors`: a count and its noun, singular for exactly one."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 def _silence_stdout() -> None:

@@ -10,6 +10,11 @@ written by PyYAML, so it parses. Every check matches the whole value (`fullmatch
 lets a trailing newline through); script arguments may hold anything but a NUL or an undecodable
 byte. A --hostfile is read as a script is (migrate.sources.read_regular_file): a FIFO or a device is
 refused before it is opened, and its size is capped.
+
+What a job asks of its nodes: GPUs, one per process unless told (`gpus_per_node`); CPUs, under
+SLURM each node whole (`#SBATCH --exclusive`) unless --cpus-per-node gives a count, under
+Kubernetes a stated number per process (migrate.options.POD_*) unless --cpus-per-node and
+--memory-per-node give them; never one CPU per process, which starves the DataLoader workers.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ import shlex
 from dataclasses import dataclass
 
 from migrate.model import Artifact, InputError
-from migrate.options import MAX_PROCESSES, OptionProblem, host_slots, hosts_problems, nproc_problems
+from migrate.options import MAX_PROCESSES, OptionProblem, host_slots, hosts_problems, memory_problems, nproc_problems
 from migrate.sources import printable, read_regular_file, unsafe_name_reason
 from migrate.templating import render as render_template
 
@@ -62,7 +67,8 @@ class LaunchPlan:
     partition: str | None = None  # SLURM
     time: str | None = None  # SLURM time limit
     gpus_per_node: int | None = None  # SLURM and Kubernetes requests; None: one per process
-    cpus_per_node: int | None = None  # SLURM's request; None: one per process
+    cpus_per_node: int | None = None  # SLURM and Kubernetes; None: SLURM the whole node, Kubernetes POD_CPUS_PER_PROCESS each
+    memory_per_node: str | None = None  # Kubernetes, as it writes memory ("64Gi"); None: POD_MEMORY_GI_PER_PROCESS each
     image: str | None = None  # Kubernetes: the container image holding the script
 
 
@@ -255,17 +261,31 @@ def _scheduler_problems(plan: LaunchPlan) -> list[OptionProblem]:
     for flag, value in (("--partition", plan.partition), ("--time", plan.time)):
         if value is not None and not SLURM_VALUE.fullmatch(value):
             found.append(OptionProblem(flag, f"{value[:40]!r}: letters, digits and . _ : , - only"))
-    if plan.cpus_per_node is not None:
-        if plan.scheduler != "slurm":
-            found.append(OptionProblem("--cpus-per-node", "is a SLURM option: add --scheduler slurm"))
-        elif not 1 <= plan.cpus_per_node <= MAX_PROCESSES:
-            found.append(OptionProblem("--cpus-per-node", f"{plan.cpus_per_node}: from 1 to {MAX_PROCESSES}"))
-    if plan.gpus_per_node is not None:
+    return found + _resource_problems(plan) + _image_problems(plan)
+
+
+def _resource_problems(plan: LaunchPlan) -> list[OptionProblem]:
+    """What a job requests per node: CPUs and GPUs under SLURM or Kubernetes, memory under Kubernetes."""
+    found: list[OptionProblem] = []
+    for flag, value, least in (("--cpus-per-node", plan.cpus_per_node, 1), ("--gpus-per-node", plan.gpus_per_node, 0)):
+        if value is None:
+            continue
         if plan.scheduler == "none":
-            found.append(OptionProblem("--gpus-per-node", "is what a SLURM or Kubernetes job requests: add "
-                                       "--scheduler"))
-        elif not 0 <= plan.gpus_per_node <= MAX_PROCESSES:
-            found.append(OptionProblem("--gpus-per-node", f"{plan.gpus_per_node}: from 0 (a CPU job) to {MAX_PROCESSES}"))
+            found.append(OptionProblem(flag, "is what a SLURM or Kubernetes job requests: add --scheduler slurm or "
+                                       "--scheduler kubernetes"))
+        elif not least <= value <= MAX_PROCESSES:
+            found.append(OptionProblem(flag, f"{value}: from {'0 (a CPU job)' if least == 0 else least} to {MAX_PROCESSES}"))
+    if plan.memory_per_node is not None:
+        if plan.scheduler != "kubernetes":
+            found.append(OptionProblem("--memory-per-node", "is what a Kubernetes pod requests: add --scheduler "
+                                       "kubernetes"))
+        else:
+            found += memory_problems(plan.memory_per_node)
+    return found
+
+
+def _image_problems(plan: LaunchPlan) -> list[OptionProblem]:
+    found: list[OptionProblem] = []
     if plan.scheduler == "kubernetes":
         if plan.image is None:
             found.append(OptionProblem("--image", "Kubernetes runs the script from a container image: name the "
@@ -387,7 +407,7 @@ def _shell_values(plan: LaunchPlan, out: str) -> dict[str, object]:
         "partition": plan.partition,
         "time": plan.time,
         "gpus_per_node": gpus_per_node(plan),
-        "cpus_per_node": plan.cpus_per_node or (int(plan.nproc_per_node) if numeric else 1),
+        "cpus_per_node": plan.cpus_per_node,  # None: each node whole (SLURM's --exclusive)
         "job_name": job_name(plan),
         "launcher_name": os.path.basename(out),
     }
@@ -454,7 +474,7 @@ def remake_command(plan: LaunchPlan) -> str:
                        ("--master-addr", "master_addr"), ("--master-port", "master_port"),
                        ("--rdzv-backend", "rdzv_backend"), ("--partition", "partition"), ("--time", "time"),
                        ("--gpus-per-node", "gpus_per_node"), ("--cpus-per-node", "cpus_per_node"),
-                       ("--image", "image")):
+                       ("--memory-per-node", "memory_per_node"), ("--image", "image")):
         value = getattr(plan, name)
         if value != getattr(defaults, name):
             words += [flag, str(value)]
@@ -489,7 +509,7 @@ def combinations() -> list[tuple[str, str, str]]:
         ("horovodrun", "none"): "horovodrun: one node, or -H hosts (--hosts) / a hostfile (--hostfile)",
         ("torchrun", "slurm"): "sbatch script: srun starts one torchrun per node (c10d on the first node)",
         ("deepspeed", "slurm"): "sbatch script: srun starts one torchrun per node; deepspeed.init_distributed reads it",
-        ("horovodrun", "slurm"): "sbatch script: horovodrun on the job's nodes (reaches them by ssh)",
+        ("horovodrun", "slurm"): "sbatch script: horovodrun on the job's nodes (over ssh: passwordless ssh between them)",
         ("torchrun", "kubernetes"): "Kubeflow PyTorchJob manifest (YAML): torchrun in each pod",
     }
     return [(target, scheduler, said[(LAUNCHER[target], scheduler)])

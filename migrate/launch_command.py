@@ -13,6 +13,7 @@ from typing import Annotated, Optional
 import typer
 
 from migrate.model import Artifact, FileResult, InputError
+from migrate.options import POD_CPUS_PER_PROCESS, POD_MEMORY_GI_PER_PROCESS
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
 
@@ -37,7 +38,8 @@ Hostfile = Annotated[Optional[str], typer.Option("--hostfile", metavar="PATH", h
 RdzvBackend = Annotated[str, typer.Option("--rdzv-backend", metavar="c10d|static", help="torchrun on several nodes: c10d (the node at MASTER_ADDR hosts the rendezvous, node ranks are given there) or static (each node sets NODE_RANK).")]
 Partition = Annotated[Optional[str], typer.Option("--partition", metavar="NAME", help="SLURM: the partition to submit to (default: the cluster's).")]
 TimeLimit = Annotated[Optional[str], typer.Option("--time", metavar="LIMIT", help="SLURM: the job's time limit, as sbatch --time takes it. Example: --time 12:00:00")]
-CpusPerNode = Annotated[Optional[int], typer.Option("--cpus-per-node", metavar="N", help="SLURM: CPUs the job requests per node, for the processes and their data loaders (default: one per process).")]
+CpusPerNode = Annotated[Optional[int], typer.Option("--cpus-per-node", metavar="N", help=f"SLURM, Kubernetes: CPUs the job requests per node, for the processes and their DataLoader workers (default: SLURM: each node whole, #SBATCH --exclusive; Kubernetes: {POD_CPUS_PER_PROCESS} per process). Under SLURM each process gets an equal share as OMP_NUM_THREADS.")]
+MemoryPerNode = Annotated[Optional[str], typer.Option("--memory-per-node", metavar="SIZE", help=f"Kubernetes: the memory each pod requests (and is limited to), as Kubernetes writes it (default: {POD_MEMORY_GI_PER_PROCESS}Gi per process). Example: --memory-per-node 64Gi")]
 GpusPerNode = Annotated[Optional[int], typer.Option("--gpus-per-node", metavar="N", help="SLURM, Kubernetes: GPUs the job requests per node (default: one per process; 0: a CPU job).")]
 Image = Annotated[Optional[str], typer.Option("--image", metavar="IMAGE", help="Kubernetes: the container image that holds the script.")]
 Out = Annotated[Optional[str], typer.Option("--out", metavar="PATH", help="Where to write the launcher (default: beside the script, run_<script>_<target>[_<N>nodes|_hosts|_slurm].sh or <script>_<target>_pytorchjob.yaml); '-' prints it, with the script's path as from that default place.")]
@@ -49,7 +51,8 @@ def launch(target: Target = None, script: Script = None, script_args: ScriptArgs
            nproc_per_node: Nproc = "auto", scheduler: Scheduler = "none", master_addr: MasterAddr = None,
            master_port: MasterPort = None, hosts: Hosts = None, hostfile: Hostfile = None,
            rdzv_backend: RdzvBackend = "c10d", partition: Partition = None, time: TimeLimit = None,
-           gpus_per_node: GpusPerNode = None, cpus_per_node: CpusPerNode = None, image: Image = None, out: Out = None, force: Force = False,
+           gpus_per_node: GpusPerNode = None, cpus_per_node: CpusPerNode = None,
+           memory_per_node: MemoryPerNode = None, image: Image = None, out: Out = None, force: Force = False,
            list_all: ListAll = False) -> None:
     """Write the launcher for a converted script: one node, several, SLURM or Kubernetes.
     TARGET: ddp, fsdp, deepspeed or horovod; SCRIPT: the converted script (it is only read);
@@ -57,6 +60,10 @@ def launch(target: Target = None, script: Script = None, script_args: ScriptArgs
 
     The launcher starts with a comment saying how it was made and the `migrate launch` command that
     re-makes it. `migrate to-<target> --write` writes the one-node launcher the same way.
+
+    Horovod under SLURM: the job's first node runs horovodrun, which reaches the other nodes over
+    ssh, so the job's nodes need passwordless ssh between them (ddp, fsdp and deepspeed need none:
+    srun starts them).
 
     \b
     Example:
@@ -80,7 +87,8 @@ def launch(target: Target = None, script: Script = None, script_args: ScriptArgs
         master_addr=master_addr, master_port=master_port,
         hosts=tuple(h.strip() for h in hosts.split(",") if h.strip()) if hosts else (), hostfile=hostfile,
         rdzv_backend=rdzv_backend, script_args=tuple(script_args or ()), out=None if out == "-" else out,
-        partition=partition, time=time, gpus_per_node=gpus_per_node, cpus_per_node=cpus_per_node, image=image)
+        partition=partition, time=time, gpus_per_node=gpus_per_node, cpus_per_node=cpus_per_node,
+        memory_per_node=memory_per_node, image=image)
     found = problems(plan)
     if found:
         raise typer.BadParameter(found[0].message, param_hint=found[0].flag)

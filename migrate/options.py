@@ -3,6 +3,8 @@ the CLI refuses, `migrate_source(..., Options(...))` refuses with the same words
 target does not use is refused rather than silently ignored.
 
 Each problem names the command-line option it is about, so the CLI can show it as typer does.
+`migrate launch` shares the value checks here (process and host counts, a pod's memory) and the
+resources a Kubernetes pod requests by default, which its --help states.
 """
 
 from __future__ import annotations
@@ -18,6 +20,12 @@ from migrate.sources import unsafe_name_reason
 MAX_PROCESSES = 4096  # per node (and a hostfile's slots): beyond any machine there is
 HOST = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,252}(:[1-9][0-9]{0,3})?")  # whole strings: fullmatch
 OFFLOAD_DEVICES = ("none", "cpu", "nvme")
+# a Kubernetes quantity of memory: a whole number and a binary (Ki..Ti) or decimal (k..T) unit
+MEMORY = re.compile(r"[1-9][0-9]{0,6}(Ki|Mi|Gi|Ti|k|M|G|T)")
+# what a Kubernetes pod requests per process when --cpus-per-node / --memory-per-node are not given:
+# the process itself and a few DataLoader workers
+POD_CPUS_PER_PROCESS = 4
+POD_MEMORY_GI_PER_PROCESS = 16
 
 FLAGS = {
     "nproc_per_node": "--nproc-per-node", "keep_global_batch": "--keep-global-batch", "scale_lr": "--scale-lr",
@@ -111,6 +119,14 @@ def hosts_problems(hosts: tuple[str, ...]) -> list[OptionProblem]:
         found += [OptionProblem("--hosts", f"{name} is named twice; give each host once")
                   for name in sorted({n for n in names if names.count(n) > 1})]
     return found
+
+
+def memory_problems(value: str) -> list[OptionProblem]:
+    """--memory-per-node as a Kubernetes manifest writes it (`64Gi`): checked whole (fullmatch)."""
+    if MEMORY.fullmatch(value):
+        return []
+    return [OptionProblem("--memory-per-node", f"{value[:40]!r}: write a whole number from 1 and a unit, Ki, Mi, "
+                          "Gi or Ti (or k, M, G, T: powers of 1000). Example: --memory-per-node 64Gi")]
 
 
 def config_out_problems(value: str | None) -> list[OptionProblem]:

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from migrate.model import FileResult
+
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "samples" / "mlp_regression" / "train.py"
 MAIN_CASE = ROOT / "tests" / "cases" / "main_function" / "input.py"
@@ -163,7 +165,10 @@ def test_json_report(project: Path) -> None:
 
     result = migrate("to-ddp", "--report", "json", "train.py", cwd=project)
     assert result.returncode == 0
-    assert json.loads(result.stderr) == []
+    findings = json.loads(result.stderr)
+    # the sample's one note: its epoch loss, summed in the loop, is averaged over the ranks after it
+    assert [(f["path"], f["code"], f["severity"]) for f in findings] == [("train.py", "MIG007", "note")]
+    assert "`running_loss` averaged over every rank" in findings[0]["message"]
 
 
 def test_help_explains_each_option() -> None:
@@ -261,3 +266,46 @@ def test_options_that_contradict_are_refused(project: Path) -> None:
 def test_the_launcher_says_what_it_starts(project: Path, nproc: str, said: str) -> None:
     result = migrate("to-ddp", "--nproc-per-node", nproc, "train.py", cwd=project)
     assert f"+# Launches train.py with torchrun on this machine: {said}; NPROC_PER_NODE overrides it.\n" in result.stdout
+
+
+@pytest.mark.parametrize(("counts", "said"), [
+    ((1, 0, 1), "2 Python files: 1 to convert, 1 error"),
+    ((0, 1, 1), "2 Python files: none to convert, 1 not training script (MIG002, not listed), 1 error"),
+    ((2, 2, 2), "6 Python files: 2 to convert, 2 not training scripts (MIG002, not listed), 2 errors"),
+    ((0, 0, 1), "1 Python file: none to convert, 1 error"),
+])
+def test_the_folder_summary_counts_in_singular_and_plural(counts: tuple[int, int, int], said: str) -> None:
+    from migrate.cli import _summary
+    from migrate.model import Finding, Severity
+
+    converted, not_training, errors = counts
+    results = [FileResult(path=f"c{i}.py", old="a\n", new="b\n") for i in range(converted)]
+    results += [FileResult(path=f"n{i}.py", old="a\n", new="a\n", skipped=True,
+                           findings=(Finding("MIG002", Severity.NOTE, "not a training script"),))
+                for i in range(not_training)]
+    assert _summary(results, not_training, errors, written=False) == said
+
+
+def test_one_file_that_does_not_parse_is_one_python_file_and_one_error(tmp_path: Path) -> None:
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "scripts" / "broken.py").write_text("def f(:\n    loss.backward()\n")
+    result = migrate("to-ddp", "scripts", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "migrate: 1 Python file: none to convert, 1 error\n" in result.stderr
+
+
+def test_an_advisory_note_is_said_once_per_run_not_once_per_file(tmp_path: Path) -> None:
+    """MIG006 (what nn.DataParallel is for: the same for every script) over a folder of three scripts:
+    one line, then a line saying it applies to all three; JSON keeps an entry per file."""
+    folder = tmp_path / "scripts"
+    folder.mkdir()
+    for name in ("mlp_regression", "cnn_classifier", "autoencoder"):
+        shutil.copy(ROOT / "samples" / name / "train.py", folder / f"{name}.py")
+    result = migrate("to-dp", "scripts", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    said = [line for line in result.stderr.splitlines() if "MIG006" in line]
+    assert len(said) == 2 and said[0].startswith("scripts/autoencoder.py:") and ": note: MIG006 " in said[0]
+    assert said[1] == "migrate: MIG006 above is said once: it applies alike to each of the 3 files that drew it"
+    entries = json.loads(migrate("to-dp", "--report", "json", "scripts", cwd=tmp_path).stderr)
+    assert sorted(e["path"] for e in entries if e["code"] == "MIG006") == [
+        "scripts/autoencoder.py", "scripts/cnn_classifier.py", "scripts/mlp_regression.py"]

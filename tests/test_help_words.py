@@ -28,3 +28,25 @@ def test_nvme_path_help_names_what_it_takes() -> None:
     result = migrate("to-deepspeed", "--help")
     assert "--nvme-path PATH" in result.stdout
     assert "<str>" not in result.stdout
+
+
+@pytest.mark.parametrize(("target", "said"), [
+    ("ddp", "Rewrite the files in place and create the launch script beside each (atomically)."),
+    ("fsdp", "Rewrite the files in place and create the launch script beside each (atomically)."),
+    ("horovod", "Rewrite the files in place and create the launch script beside each (atomically)."),
+    ("deepspeed", "Rewrite the files in place and create the launch script and its config beside each (atomically)."),
+    ("dp", "Rewrite the files in place (atomically); no launcher or config is written: the converted script runs "
+           "with `python` as before."),
+])
+def test_write_help_names_what_each_target_writes(target: str, said: str) -> None:
+    """to-dp writes no launcher, to-deepspeed also writes its config: each --write help says so."""
+    from migrate.cli import write_help
+    from migrate.targets import targets
+
+    assert write_help(targets()[target]) == said
+
+
+def test_to_dp_help_promises_no_launcher() -> None:
+    said = " ".join(migrate("to-dp", "--help").stdout.split())
+    assert "--write Rewrite the files in place (atomically); no launcher or config is written" in said
+    assert "launch script" not in said

@@ -137,7 +137,8 @@ def test_arguments_reach_the_script_as_given(target: str, scheduler: str, severa
         assert result.returncode == 2 and "the deepspeed launcher's pdsh joins the command" in result.stderr
         return
     launcher = written(result, folder)[-1]
-    env = {"SLURM_JOB_NODELIST": "node[1-2]", "SLURM_JOB_NUM_NODES": "2", "SLURM_JOB_ID": "7", "SLURM_CPUS_PER_TASK": "2"}
+    env = {"SLURM_JOB_NODELIST": "node[1-2]", "SLURM_JOB_NUM_NODES": "2", "SLURM_JOB_ID": "7",
+           "SLURM_JOB_CPUS_PER_NODE": "2(x2)"}
     calls = run_with_stand_ins(launcher, HOSTILE_ARGS[2:], env, tmp_path)
     argv = calls[-1]
     script_at = next(i for i, word in enumerate(argv) if word.endswith("train $USER `v2`'s.py"))
@@ -186,7 +187,7 @@ def test_the_slurm_step_gets_the_job_cpus_and_a_port_of_its_own(project: Path, t
                                  "--nproc-per-node", "4", "--cpus-per-node", "32", cwd=project), project)
     assert "#SBATCH --cpus-per-task=32\n#SBATCH --gpus-per-node=4\n" in launcher.read_text()
     env = {"SLURM_JOB_NODELIST": "node[1-2]", "SLURM_JOB_NUM_NODES": "2", "SLURM_JOB_ID": "45007",
-           "SLURM_CPUS_PER_TASK": "32"}
+           "SLURM_JOB_CPUS_PER_NODE": "32(x2)"}
     srun, torchrun = run_with_stand_ins(launcher, [], env, tmp_path)  # srun's words, then the command it runs
     assert srun == ["srun", "--ntasks-per-node=1", "--cpus-per-task=32"]
     assert torchrun[:5] == ["torchrun", "--nnodes=2", "--nproc-per-node=4", "--rdzv-id=45007", "--rdzv-backend=c10d"]
@@ -213,7 +214,8 @@ def test_the_kubernetes_command_is_the_one_node_torchrun_command(project: Path, 
         [container] = spec["template"]["spec"]["containers"]
         assert container["name"] == "pytorch" and container["image"] == "registry.example/train:1"
         assert container["command"] == one_node
-        assert container["resources"] == {"limits": {"nvidia.com/gpu": 4}}
+        assert container["resources"] == {"requests": {"cpu": 16, "memory": "64Gi"},
+                                          "limits": {"cpu": 16, "memory": "64Gi", "nvidia.com/gpu": 4}}
         assert container["volumeMounts"] == [{"name": "dshm", "mountPath": "/dev/shm"}]
         assert spec["template"]["spec"]["volumes"] == [{"name": "dshm", "emptyDir": {"medium": "Memory"}}]
 
@@ -300,7 +302,9 @@ def test_a_launcher_re_makes_itself_from_its_header(command: list[str], launcher
     (["ddp", "train.py", "--gpus-per-node", "2"], "add --scheduler"),
     (["ddp"], "give TARGET and SCRIPT"),
     (["deepspeed", "train.py", "--hosts", "n1:2,n1:2"], "--hosts: n1 is named twice; give each host once"),
-    (["ddp", "train.py", "--cpus-per-node", "8"], "--cpus-per-node: is a SLURM option"),
+    (["ddp", "train.py", "--cpus-per-node", "8"], "--cpus-per-node: is what a SLURM or Kubernetes job requests"),
+    (["ddp", "train.py", "--scheduler", "slurm", "--nproc-per-node", "2", "--memory-per-node", "8Gi"],
+     "--memory-per-node: is what a Kubernetes pod requests"),
     (["ddp", "train.py", "--out", "train.py"], "it is the script itself (check --out)"),
     (["ddp", "train.py", "--out", "."], "is a folder; the file generated for train.py needs a file name there (check --out)"),
     (["ddp", "train.py", "--out", "newdir/"], "--out: 'newdir/' names a folder: give a file name, e.g. newdir/run_train_ddp.sh"),

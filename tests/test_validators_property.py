@@ -50,7 +50,7 @@ HOSTFILE = "node1 slots=2\nnode2 slots=2\n"
 STAND_IN = '#!/usr/bin/env bash\nprintf \'%s\\0\' "@@$(basename "$0")" "$@" >> "$ARGV_LOG"\n'  # @@: a call starts
 LAUNCHERS = ("torchrun", "deepspeed", "horovodrun", "srun")
 SLURM_JOB = {"SLURM_JOB_NODELIST": "node[1-2]", "SLURM_JOB_NUM_NODES": "2", "SLURM_JOB_ID": "7",
-             "SLURM_CPUS_PER_TASK": "2"}
+             "SLURM_JOB_CPUS_PER_NODE": "2(x2)"}
 
 
 POSITIONS: dict[str, Callable[[str, str], str]] = {
@@ -248,6 +248,8 @@ CASES: dict[str, Case] = {
        for target in ("horovod", "deepspeed")},
     "launch --partition": Case("--partition", "gpu", lambda v: launch(*SLURM, f"--partition={v}"), sbatch_line("partition")),
     "launch --time": Case("--time", "1:00:00", lambda v: launch(*SLURM, f"--time={v}"), sbatch_line("time")),
+    "launch --memory-per-node": Case("--memory-per-node", "16Gi",
+                                     lambda v: launch(*KINDS["fsdp-kubernetes"], f"--memory-per-node={v}"), None),
     "launch --image": Case("--image", "registry.example/train:1",
                            lambda v: launch("ddp", "--scheduler=kubernetes", "--nproc-per-node=2", f"--image={v}"), image),
     "launch --out": Case("--out", "run.sh", lambda v: launch("ddp", f"--out={v}"), launcher_at),
