@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 from typer.core import TyperCommand
 
+from migrate.advise_command import advise
+from migrate.doctor_command import doctor
 from migrate.launch_command import launch
 from migrate.model import FileResult, InputError, Options
 from migrate.targets import REGISTRY, available, targets
@@ -267,6 +269,10 @@ def _verify_error(script: str, target: str, message: str) -> "VerifyResult":
 
 app.command("launch", cls=PlainUsage, short_help="Write the launcher for a converted script: one node, several, "
             "SLURM or Kubernetes.")(launch)
+app.command("advise", cls=PlainUsage, short_help="Say which framework to convert to, and the memory per GPU each "
+            "way of sharding takes.")(advise)
+app.command("doctor", cls=PlainUsage, short_help="Check the environment before a launch: torch, GPUs, "
+            "launcher variables, /dev/shm, the port, a real all-reduce.")(doctor)
 
 for _target in REGISTRY:
     if not _target.available:

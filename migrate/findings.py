@@ -20,6 +20,8 @@ CODES: dict[str, tuple[Severity, str]] = {
     "MIG006": (Severity.NOTE, "what the target itself is for and where it stops: the same for every script it converts"),
     "MIG007": (Severity.NOTE, "the running sums of the training loop that the script prints are reduced over every rank "
                "after the loop (dist.all_reduce: summed, or averaged where the print divides by len(loader))"),
+    "MIG008": (Severity.NOTE, "batches drawn from a seeded global generator in the training loop are reseeded per rank "
+               "(seed + rank) after the weights are made equal; an unseeded one already differs per rank"),
     "MIG101": (Severity.WARNING, "no DataLoader feeds the training loop: shard the data by rank by hand"),
     "MIG102": (Severity.WARNING, "a DataLoader has its own sampler: kept, so every rank sees all of it"),
     "MIG103": (Severity.WARNING, "no epoch loop found around the training loader: call sampler.set_epoch(epoch) yourself"),

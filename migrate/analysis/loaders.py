@@ -5,10 +5,11 @@ those, so the sampler can be swapped and `set_epoch` called where each epoch sta
 from __future__ import annotations
 
 from collections.abc import Generator
+from dataclasses import dataclass
 
 import libcst as cst
 
-from migrate.analysis.index import Binding, CallSite, Loop, Scope, ScriptIndex, spell
+from migrate.analysis.index import Binding, CallSite, Loop, Scope, ScriptIndex, descendants, spell
 from migrate.analysis.sites import EpochLoop, LoaderSite
 from migrate.analysis.training import BUILTIN_NAMES, callee_scope, caller_arguments, callers_of, contains
 
@@ -232,15 +233,40 @@ def _iterator_sources(index: ScriptIndex, name: str, scope: Scope) -> list[tuple
 
 
 def _yields_from_first_parameter(helper: Scope) -> bool:
-    """A generator looping over its first parameter: `def infinite(loader): while True: for b in loader: yield b`."""
+    """A generator over its first parameter: `def infinite(loader): while True: for b in loader: yield b`,
+    or `... while True: yield from loader`."""
     if not helper.params or not isinstance(helper.node, cst.FunctionDef):
         return False
     first = helper.params[0]
+
+    def names_first(node: cst.CSTNode) -> bool:
+        return contains(node, lambda m: isinstance(m, cst.Name) and m.value == first)
+
     yields = contains(helper.node, lambda n: isinstance(n, cst.Yield))
-    loops_over = contains(
-        helper.node, lambda n: isinstance(n, cst.For) and contains(n.iter, lambda m: isinstance(m, cst.Name) and m.value == first)
-    )
-    return yields and loops_over
+    loops_over = contains(helper.node, lambda n: isinstance(n, cst.For) and names_first(n.iter))
+    yields_from = contains(helper.node, lambda n: isinstance(n, cst.From) and names_first(n.item))
+    return yields and (loops_over or yields_from)
+
+
+def _drawn_through_wrapper(index: ScriptIndex, call: CallSite, training_names: set[str]) -> bool:
+    """`batches = infinite(DataLoader(...))` / `iter(DataLoader(...))` / `cycle(...)`, where the step
+    loop draws from `batches`: the loader made in place feeds training."""
+    stmt = call.place.stmt
+    if not isinstance(stmt, cst.SimpleStatementLine):
+        return False
+    for small in stmt.body:
+        if not isinstance(small, cst.Assign) or not isinstance(small.value, cst.Call):
+            continue
+        wrapper = small.value
+        positional = [a for a in wrapper.args if a.keyword is None and not a.star]
+        if not positional or positional[0].value is not call.node:
+            continue
+        helper = index.functions.get(spell(wrapper.func) or "")
+        wraps = (index.qualify(wrapper.func) or "") in ITERATOR_WRAPPERS or (
+            helper is not None and _yields_from_first_parameter(helper))
+        if wraps and any(spell(t.target) in training_names for t in small.targets):
+            return True
+    return False
 
 
 def _constructor_sources(index: ScriptIndex, scope: Scope, attribute: str) -> set[str]:
@@ -258,9 +284,12 @@ def _constructor_sources(index: ScriptIndex, scope: Scope, attribute: str) -> se
 def find_loaders(index: ScriptIndex, training_names: set[str], loops: list[Loop] | None = None) -> list[LoaderSite]:
     """The DataLoader calls that feed training (to shard); evaluation loaders are left alone.
 
-    A loader is training when the step loop is traced to it. Only when the loop cannot be traced
-    to anything does a shuffling loader not named like an evaluation one count: a loader that only
-    feeds evaluation is never sharded in place of a training loader the tool could not see.
+    A loader is training when the step loop is traced to it (by name, iterated in the loop, or
+    made in place inside the iterator the loop draws from: `infinite(DataLoader(...))`). Only when
+    the loop cannot be traced to anything does a shuffling loader count, and then not one named
+    like an evaluation one nor one a function of this file builds and loops over without a
+    backward (`evaluate()`): a loader that only feeds evaluation is never sharded in place of a
+    training loader the tool could not see.
     """
     named = [(call, _bound_names(index, call)) for call in data_loader_calls(index)]
     iterated = {id(loop.node.iter) for loop in loops or () if isinstance(loop.node, cst.For)}
@@ -268,6 +297,7 @@ def find_loaders(index: ScriptIndex, training_names: set[str], loops: list[Loop]
         LoaderSite(call=call, spelling=names[0] if names else None)
         for call, names in named
         if set(names) & training_names or _iterated_directly(index, call, iterated)
+        or _drawn_through_wrapper(index, call, training_names)
     ]
     if traced or untraced_source(index, training_names) is not None:
         return traced
@@ -275,7 +305,34 @@ def find_loaders(index: ScriptIndex, training_names: set[str], loops: list[Loop]
         LoaderSite(call=call, spelling=names[0] if names else None)
         for call, names in named
         if _shuffles(call) and not any(w in (names[0] if names else "").lower() for w in EVALUATION_WORDS)
+        and not _feeds_only_evaluation(index, call, names)
     ]
+
+
+def _feeds_only_evaluation(index: ScriptIndex, call: CallSite, names: list[str]) -> bool:
+    """A loader a function builds for itself and only loops over, where nothing runs backward,
+    neither the function nor one it calls: `def evaluate(model, data): loader = DataLoader(...);
+    for x, y in loader: ...`. A loader returned or handed to a call may feed training elsewhere."""
+    scope = call.place.scope
+    if scope.is_module or not names or len(names) != len(index.targets_of(call.node)):
+        return False
+    if not all(_only_iterated(scope.node, name) for name in names):
+        return False
+    calls = index.calls_from(scope)
+    callees = {c for c in (callee_scope(index, call) for call in calls) if c is not None}
+    return not any(_is_backward(call) for callee in callees for call in index.calls_from(callee)) \
+        and not any(_is_backward(call) for call in calls)
+
+
+def _only_iterated(node: cst.CSTNode, name: str) -> bool:
+    """Every read of `name` under `node` is in the iterable of a `for` or a comprehension (the
+    one binding apart)."""
+    def count(root: cst.CSTNode) -> int:
+        return sum(1 for n in descendants(root) if isinstance(n, cst.Name) and n.value == name)
+
+    iterables = [n.iter for n in descendants(node) if isinstance(n, (cst.For, cst.CompFor))]
+    in_loops = sum(count(iterable) for iterable in iterables)
+    return in_loops > 0 and count(node) == in_loops + 1
 
 
 def _iterated_directly(index: ScriptIndex, call: CallSite, iterables: set[int]) -> bool:
@@ -473,3 +530,66 @@ def _as_seen_by_caller(index: ScriptIndex, scope: Scope, loader: str, call: Call
                 return spelled
         return None
     return loader if loader in index.names_under(call.place.scope.node) else None
+
+
+# -- batches drawn from a global random generator in the training loop --------------------------
+# the draws that pick batches (or shuffle indices), by the generator they read
+RANDOM_DRAWS = {
+    "torch": ("torch.randint", "torch.randperm", "torch.multinomial"),
+    "numpy": ("numpy.random.randint", "numpy.random.choice", "numpy.random.permutation", "numpy.random.shuffle",
+              "numpy.random.random_integers"),
+    "random": ("random.randint", "random.randrange", "random.choice", "random.choices", "random.sample", "random.shuffle"),
+}
+SEEDERS = {
+    "torch": ("torch.manual_seed", "torch.random.manual_seed"),
+    "numpy": ("numpy.random.seed",),
+    "random": ("random.seed",),
+}
+
+
+@dataclass(frozen=True)
+class SeedSource:
+    """A statement that seeds global generators: `torch.manual_seed(args.seed)`, or a call of the
+    script's own helper that does (`set_seed(args.seed)`, seeding what its body seeds)."""
+
+    call: CallSite
+    generators: frozenset[str]  # "torch", "numpy", "random"
+
+
+def random_draws(index: ScriptIndex, loop: Loop) -> dict[str, CallSite]:
+    """The first draw from each global generator in the step loop: in its body, or in a function of
+    this file the body calls (`get_batch()`). A draw given its own `generator=` reads no global one."""
+    inside = calls_in_loop(index, loop.node)
+    candidates = list(inside)
+    for callee in {c for c in (callee_scope(index, call) for call in inside) if c}:
+        candidates.extend(index.calls_from(callee))
+    found: dict[str, CallSite] = {}
+    for call in sorted(candidates, key=index.call_position):
+        kind = _generator_of(index.qualify(call.node.func) or "", RANDOM_DRAWS)
+        if kind is not None and not any(a.keyword is not None and a.keyword.value == "generator" for a in call.node.args):
+            found.setdefault(kind, call)
+    return found
+
+
+def _generator_of(qualified: str, table: dict[str, tuple[str, ...]]) -> str | None:
+    return next((kind for kind, names in table.items() if qualified in names), None)
+
+
+def seed_sources(index: ScriptIndex) -> list[SeedSource]:
+    """Every seeding of a global generator, in source order: the direct calls outside the script's
+    helpers, and the calls of a helper whose body seeds from its first parameter."""
+    helpers: dict[Scope, set[str]] = {}
+    sources: list[SeedSource] = []
+    for call in index.calls:
+        kind = _generator_of(index.qualify(call.node.func) or "", SEEDERS)
+        if kind is None or not call.node.args:
+            continue
+        scope = call.place.scope
+        seed = spell(call.node.args[0].value)
+        if not scope.is_module and scope.params and seed == scope.params[0] and scope.class_name is None:
+            helpers.setdefault(scope, set()).add(kind)
+        else:
+            sources.append(SeedSource(call=call, generators=frozenset({kind})))
+    for helper, kinds in helpers.items():
+        sources.extend(SeedSource(call=c, generators=frozenset(kinds)) for c in callers_of(index, helper) if c.node.args)
+    return sorted(sources, key=lambda s: index.call_position(s.call))

@@ -7,6 +7,8 @@ loader through `**kwargs` is taken out of the dict into the sampler (DataLoader 
 Evaluation loaders are left alone: every rank evaluates the whole set, so the metric printed
 on rank 0 is the true one and no rank waits on another. Iterable datasets take no sampler, and a
 loader the step loop cannot be traced to is never sharded in its place: both are reported.
+Without a training DataLoader, batches drawn from a seeded global generator in the training loop
+are reseeded per rank (steps.per_rank_seed); anything else is MIG101.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from migrate.analysis.loaders import (
 from migrate.analysis.sites import LoaderSite
 from migrate.analysis.training import argument, callers_of, contains
 from migrate.steps.base import Context, expression, statement, with_keyword
+from migrate.steps.per_rank_seed import per_rank_seed
 
 SHARD_BY_HAND = "give each rank its own shard by hand, e.g. indices[{rank}::{world}]"
 
@@ -37,7 +40,8 @@ def shard_by_hand(ctx: Context) -> str:
 def distributed_sampler(ctx: Context) -> None:
     sites = ctx.sites
     if not sites.loaders:
-        _report_unsharded(ctx)
+        if not per_rank_seed(ctx):  # batches drawn from a seeded generator: reseeded per rank
+            _report_unsharded(ctx)
         return
     shuffles = {site.spelling: _shard(ctx, site) for site in sites.loaders}
     reshuffled = {name for name, shuffle in shuffles.items() if shuffle}

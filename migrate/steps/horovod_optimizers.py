@@ -1,10 +1,16 @@
 """Horovod's optimizer recipe: each stepped optimizer is wrapped once in `hvd.DistributedOptimizer`
-where it is built, so its gradients are averaged across ranks during backward.
+where it is built (or once its model is moved and cast), so its gradients are averaged across ranks
+during backward.
 
 - Names: Horovod names every all-reduce after its parameter; two optimizers over two models (a
   GAN's generator and discriminator) both have `net.0.weight`, which Horovod refuses mid-backward
   ("a tensor with the same name as another tensor"), so with several optimizers each model's names
   get its spelling as a prefix.
+- Placement: after the last statement of its block, before training, that moves or casts a model
+  it holds (`opt = Adam(m.parameters())`, then `if args.cuda: m.cuda()`), as DDP's wrap goes
+  (analysis.gradients.last_change), unless something in between uses the optimizer: Horovod hooks
+  each parameter when it wraps, and a parameter moved or cast afterwards loses its hook (every
+  all-reduce then waits for `step()`, without overlap). Each model's broadcast goes there too.
 - Accumulation: a recognised `if (step + 1) % n == 0: optimizer.step()` gives
   `backward_passes_per_step=n`; Horovod stops with an error on more passes than it was told.
 - Between backward and the step, a script that reads the gradients (clipping, a GradScaler's
@@ -23,10 +29,12 @@ where it is built, so its gradients are averaged across ranks during backward.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import libcst as cst
 
+from migrate.analysis.gradients import last_change
 from migrate.analysis.index import Scope, descendants, read_names, spell
 from migrate.analysis.sites import ModelSite
 from migrate.analysis.training import argument, calls_in
@@ -34,6 +42,7 @@ from migrate.analysis.trained import Owner, Stepped, optimizer_owners
 from migrate.steps.base import Context, expression, statements
 from migrate.steps.horovod_synchronize import (
     block_position,
+    crossing_backwards,
     in_header,
     synchronize_after_crossing_backwards,
     synchronize_before_reads,
@@ -64,21 +73,65 @@ class Wrapped:
     # the wrap goes after this statement instead of the construction's (where its arguments are known)
     wrap_after: cst.BaseStatement | None = None
     spellings: set[str] = field(default_factory=set)
+    after_model: bool = False  # wrap_after is where the model it holds is last moved or cast
 
 
 def horovod_optimizers(ctx: Context) -> None:
+    _broadcasts_after_model_changes(ctx)
     wrapped = _optimizers(ctx)
     if wrapped is None or not _stepped_plainly(ctx, wrapped) or not _passes(ctx, wrapped) or not _broadcastable(ctx, wrapped):
         ctx.refused = True
         return
+    crossings = crossing_backwards(ctx, wrapped)
+    if crossings is None:
+        ctx.refused = True
+        return
     several = len(wrapped) > 1
     for optimizer in wrapped:
+        _after_model_changes(ctx, optimizer)
         loaded = _broadcast_loaded_state(ctx, optimizer)
         _wrap(ctx, optimizer, several, loaded)
         _plain_zero_grad(ctx, optimizer)
         synchronize_leftovers(ctx, optimizer)
         synchronize_before_reads(ctx, optimizer)
-    synchronize_after_crossing_backwards(ctx, wrapped)
+    synchronize_after_crossing_backwards(ctx, crossings)
+
+
+def _broadcasts_after_model_changes(ctx: Context) -> None:
+    """Each model's broadcast where DDP's wrap goes: after the last statement before training that
+    still moves, casts or changes it (analysis.gradients.last_change)."""
+    backward = [call.node for call in ctx.sites.backward_calls]
+    sites = []
+    for site in ctx.sites.models:
+        changed = last_change(ctx.index, site, backward, ctx.sites.training_scopes)
+        sites.append(site if changed is None else dataclasses.replace(site, wrap_before=None, wrap_after=changed))
+    ctx.sites.models = sites
+
+
+def _after_model_changes(ctx: Context, optimizer: Wrapped) -> None:
+    """The wrap after the model it holds is moved or cast (`opt = Adam(m.parameters())`, then `if
+    args.cuda: m.cuda()`): Horovod hooks each parameter's gradient when it wraps, and a parameter
+    moved or cast after that loses its hook (every all-reduce then waits for `step()`). It goes
+    after the model's broadcast point when that follows the construction in its block and nothing
+    in between uses the optimizer."""
+    built = ctx.index.statement_holding(optimizer.built)
+    if optimizer.alternatives or built is None or _assigned_name(built, optimizer.built) is None:
+        return
+    block, position = block_position(ctx, built)
+    owners = {o.spelling for o in optimizer.owners or []}
+    points = {id(site.wrap_after) for site in ctx.sites.models if site.spelling in owners and site.wrap_after is not None}
+    later = [i for i, stmt in enumerate(block or []) if i > position and id(stmt) in points]
+    if block is None or not later or any(_uses(optimizer, stmt) for stmt in block[position + 1:max(later) + 1]):
+        return
+    if optimizer.wrap_after is None or not any(s is optimizer.wrap_after for s in block[max(later):]):
+        optimizer.wrap_after = block[max(later)]
+        optimizer.after_model = True
+
+
+def _uses(optimizer: Wrapped, stmt: cst.BaseStatement) -> bool:
+    """`stmt` reads the optimizer (`scheduler = StepLR(optimizer)`)."""
+    attributes = {spell(n) for n in descendants(stmt) if isinstance(n, cst.Attribute)}
+    return bool(optimizer.spellings & (read_names(stmt) | attributes))
 
 
 def _broadcastable(ctx: Context, wrapped: list[Wrapped]) -> bool:
@@ -305,7 +358,7 @@ def _where_known(ctx: Context, optimizer: Wrapped, value: cst.BaseExpression,
     if block is None:
         return None
     for later in block[position + 1:]:
-        if optimizer.spellings & (read_names(later) | {spell(n) for n in descendants(later) if isinstance(n, cst.Attribute)}):
+        if _uses(optimizer, later):
             return None
         if not isinstance(later, cst.SimpleStatementLine):
             return None
@@ -373,8 +426,12 @@ def _wrap(ctx: Context, optimizer: Wrapped, several: bool, loaded: bool) -> None
     state = ("its state is broadcast from rank 0 after the script loads it" if loaded else
              "its state is not broadcast: a fresh optimizer holds none, and hvd.broadcast_optimizer_state would create "
              "it by stepping once on zero gradients (moving weights under weight decay, advancing Adam's step count)")
-    ctx.report("MIG401", f"{f'`{target}`' if target else _called(optimizer)} wrapped in hvd.DistributedOptimizer{accumulation}, "
-               f"which averages its gradients across ranks during backward; {state}", optimizer.built)
+    moved = ""
+    if optimizer.after_model and optimizer.wrap_after is not None:
+        moved = (f" after line {ctx.position(optimizer.wrap_after)[0]}, where its model is last moved or cast (a parameter "
+                 "moved or cast after the wrap loses the hook that starts its all-reduce during backward)")
+    ctx.report("MIG401", f"{f'`{target}`' if target else _called(optimizer)} wrapped in hvd.DistributedOptimizer{accumulation}"
+               f"{moved}, which averages its gradients across ranks during backward; {state}", optimizer.built)
 
 
 def _owner_broadcasts(ctx: Context, optimizer: Wrapped) -> str:

@@ -10,18 +10,25 @@ backward first:
 - a backward reaches an optimizer that is not stepped before the next backward (a GAN's generator
   loss through the discriminator, backwards in an inner loop before one step): `synchronize()`
   right after it, or Horovod stops on the next backward or `zero_grad()` (a step later on the
-  backward's own line, `loss.backward(); opt.step()`, counts as the step after it);
+  backward's own line, `loss.backward(); opt.step()`, counts as the step after it). The backward
+  may run in a function of its own (`def train_g(): ...; loss_g.backward(); opt_g.step()`, the
+  discriminator's optimizer stepped in `train_d()`): a backward that ends its function is followed
+  to the calls of that function (a step right after every call counts), a parameter it reads to
+  what the calls hand in, and the optimizer is named as that function reaches it (a module-level
+  name, `self.x` in a method of the same class, the parameter it is handed in); one it cannot
+  reach leaves the file unchanged (MIG403, naming both functions);
 - with `backward_passes_per_step`, a `zero_grad()` outside the stepping block (an epoch's start)
   may meet micro-steps left over from the last window: `synchronize()` before it.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from migrate.analysis.index import descendants, read_names, spell
+from migrate.analysis.index import CallSite, Scope, descendants, read_names, spell
 from migrate.analysis.training import callee_scope, calls_in
 from migrate.steps.base import Context, expression, statements
 
@@ -135,34 +142,161 @@ def _calls_anywhere(ctx: Context, node: cst.CSTNode, wanted, depth: int) -> bool
     return False
 
 
-def synchronize_after_crossing_backwards(ctx: Context, wrapped: list[Wrapped]) -> None:
-    """A backward whose loss runs through a model of an optimizer that is not stepped after it
-    (before the next backward): a GAN's generator loss through the discriminator, or a loop of
-    backwards before one step."""
+@dataclass(frozen=True)
+class Crossing:
+    """A backward that reaches a model of an optimizer not stepped before the next backward."""
+
+    stmt: cst.BaseStatement  # the backward's statement: `synchronize()` goes after it
+    backward: cst.Call
+    name: str  # the optimizer, as spelled where the backward runs
+    models: tuple[str, ...]  # what the backward reaches of it
+
+
+def crossing_backwards(ctx: Context, wrapped: list[Wrapped]) -> list[Crossing] | None:
+    """Each backward whose loss runs through a model of an optimizer that is not stepped after it
+    (before the next backward): a GAN's generator loss through the discriminator, inline or in the
+    generator's own function (`train_g()`, the optimizer stepped in `train_d()`), or a loop of
+    backwards before one step. A backward that ends its function is followed to the calls of that
+    function: a step right after every call counts. None (after MIG403) when the optimizer cannot
+    be named where the backward runs."""
+    found: list[Crossing] = []
     for backward in ctx.sites.backward_calls:
         block, position = block_position(ctx, backward.place.stmt)
-        if block is None:
+        reached = _reached_names(ctx, backward) if block is not None else None
+        if block is None or reached is None:
             continue
-        reached = _reached_names(ctx, backward)
-        if reached is None:
-            continue
-        later: list[cst.CSTNode] = _after_on_its_line(backward.place.stmt, backward.node)
-        for stmt in block[position + 1:]:
-            if _has_backward(ctx, stmt):
-                break
-            later.append(stmt)
+        scope = backward.place.scope
+        reached |= _arguments_of(ctx, scope, reached)
+        later, ends = _until_next_backward(ctx, backward.place.stmt, backward.node, block[position + 1:])
+        ends = ends and ctx.index.parent_of.get(backward.place.stmt) is scope.node and not scope.is_module
         for optimizer in wrapped:
-            roots = {o.spelling for o in optimizer.owners or []}
-            if not roots & reached or any(_steps(stmt, optimizer) for stmt in later):
+            models = {o.spelling for o in optimizer.owners or []} & reached
+            if not models or not optimizer.stepped or any(_steps(stmt, optimizer) for stmt in later):
                 continue
-            name = next((s.spelling for s in optimizer.stepped if s.step.place.scope is backward.place.scope), None)
+            if ends and _stepped_after_every_call(ctx, scope, optimizer):
+                continue
+            name = _spelled_in(ctx, optimizer, scope)
             if name is None:
-                continue
-            ctx.plan.insert_after(backward.place.stmt, statements(
-                f"{name}.synchronize()  # this backward reached {', '.join(sorted(roots & reached))}: finish its all-reduces before the next one\n"))
-            ctx.report("MIG404", f"this backward runs through `{', '.join(sorted(roots & reached))}`, whose optimizer "
-                       f"`{name}` is not stepped before the next backward: `{name}.synchronize()` completes the all-reduces this one started (Horovod stops on a second backward, or a zero_grad(), before they are complete)",
-                       backward.node)
+                _refuse_unnamed(ctx, backward, optimizer, sorted(models))
+                return None
+            found.append(Crossing(backward.place.stmt, backward.node, name, tuple(sorted(models))))
+    return found
+
+
+def synchronize_after_crossing_backwards(ctx: Context, crossings: list[Crossing]) -> None:
+    """`optimizer.synchronize()` after each crossing backward (MIG404)."""
+    for crossing in crossings:
+        name, models = crossing.name, ", ".join(crossing.models)
+        ctx.plan.insert_after(crossing.stmt, statements(
+            f"{name}.synchronize()  # this backward reached {models}: finish its all-reduces before the next one\n"))
+        ctx.report("MIG404", f"this backward runs through `{models}`, whose optimizer "
+                   f"`{name}` is not stepped before the next backward: `{name}.synchronize()` completes the all-reduces this one started (Horovod stops on a second backward, or a zero_grad(), before they are complete)",
+                   crossing.backward)
+
+
+def _until_next_backward(ctx: Context, stmt: cst.BaseStatement, call: cst.Call,
+                         rest: list[cst.BaseStatement]) -> tuple[list[cst.CSTNode], bool]:
+    """What runs after `call` on its line and in its block up to the next backward, and whether
+    the block ends first."""
+    later: list[cst.CSTNode] = _after_on_its_line(stmt, call)
+    for following in rest:
+        if _has_backward(ctx, following):
+            return later, False
+        later.append(following)
+    return later, True
+
+
+def _calls_of(ctx: Context, scope: Scope) -> list[CallSite]:
+    """The calls of this file that run the function `scope`."""
+    return [site for site in ctx.index.calls if callee_scope(ctx.index, site) is scope]
+
+
+def _stepped_after_every_call(ctx: Context, scope: Scope, optimizer: Wrapped) -> bool:
+    """Every call of the function is followed by a step of the optimizer before the next backward
+    (`backward_only(); optimizer.step()`); False when no call of it is found."""
+    calls = _calls_of(ctx, scope)
+    for site in calls:
+        block, position = block_position(ctx, site.place.stmt)
+        if block is None:
+            return False
+        later, _ = _until_next_backward(ctx, site.place.stmt, site.node, block[position + 1:])
+        if not any(_steps(stmt, optimizer) for stmt in later):
+            return False
+    return bool(calls)
+
+
+def _spelled_in(ctx: Context, optimizer: Wrapped, scope: Scope) -> str | None:
+    """How the function `scope` reaches the optimizer: as it is stepped there, as the name it is
+    built to at module level (a name the function does not bind itself), as `self.x` in another
+    method of the class that steps it, or as the parameter every call hands it in."""
+    for stepped in optimizer.stepped:
+        if stepped.step.place.scope is scope:
+            return stepped.spelling
+    for spelling in sorted(optimizer.spellings):
+        if _same_object_in(ctx, optimizer, spelling, scope):
+            return spelling
+    passed = [{param for param, value in _arguments(site, scope).items() if spell(value) in optimizer.spellings}
+              for site in _calls_of(ctx, scope)]
+    common = set.intersection(*passed) if passed else set()
+    return min(common) if common else None
+
+
+def _same_object_in(ctx: Context, optimizer: Wrapped, spelling: str, scope: Scope) -> bool:
+    root = spelling.split(".")[0]
+    if root == "self":
+        return scope.class_name is not None and any(
+            s.spelling == spelling and s.step.place.scope.class_name == scope.class_name for s in optimizer.stepped)
+    site = ctx.index.call_site(optimizer.built) if isinstance(optimizer.built, cst.Call) else None
+    if site is None:
+        return False
+    home, built = site.place.scope, {id(optimizer.built), *(id(a) for a in optimizer.alternatives)}
+    if not any(id(b.value) in built for b in ctx.index.bindings_of_in(spelling, home)):
+        return False
+    if scope is home:
+        return True
+    if root in scope.params or ctx.index.bindings_of_in(root, scope):
+        return False
+    return home.is_module
+
+
+def _arguments(site: CallSite, scope: Scope) -> dict[str, cst.BaseExpression]:
+    """The function's parameters and what the call hands them (`self` skipped for a method)."""
+    params = scope.params[1:] if scope.class_name and scope.params[:1] == ("self",) else scope.params
+    given: dict[str, cst.BaseExpression] = {}
+    positional = [arg for arg in site.node.args if arg.keyword is None]
+    if any(arg.star for arg in site.node.args):
+        return given
+    for param, arg in zip(params, positional):
+        given[param] = arg.value
+    for arg in site.node.args:
+        if arg.keyword is not None:
+            given[arg.keyword.value] = arg.value
+    return given
+
+
+def _arguments_of(ctx: Context, scope: Scope, reached: set[str]) -> set[str]:
+    """The names the calls of the function hand to the parameters `reached` holds (`train_g(netG,
+    netD)` for `def train_g(G, D)`)."""
+    found: set[str] = set()
+    if scope.is_module or not set(scope.params) & reached:
+        return found
+    for site in _calls_of(ctx, scope):
+        for param, value in _arguments(site, scope).items():
+            if param in reached:
+                found |= _undetached_names(value)
+    return found
+
+
+def _refuse_unnamed(ctx: Context, backward, optimizer: Wrapped, models: list[str]) -> None:  # type: ignore[no-untyped-def]
+    """MIG403: the backward reaches another function's optimizer, which it cannot name."""
+    name = sorted(s.spelling for s in optimizer.stepped)[0]
+    stepping = sorted({s.step.place.scope.name for s in optimizer.stepped})
+    ctx.report("MIG403", f"this backward in `{backward.place.scope.name}` runs through `{', '.join(models)}`, whose "
+               f"optimizer `{name}` is stepped in `{'`, `'.join(stepping)}` and not before the next backward: "
+               "hvd.DistributedOptimizer starts its all-reduces on this backward too and stops the run on the next one "
+               "(\"Gradients were computed more than backward_passes_per_step times\"); this function cannot reach "
+               f"`{name}` to call its synchronize() here: hand it in and call `{name}.synchronize()` after this "
+               "backward, or detach what it reads of the other model; the file is left unchanged", backward.node)
 
 
 def _after_on_its_line(stmt: cst.BaseStatement, call: cst.Call) -> list[cst.CSTNode]:
@@ -208,8 +342,10 @@ def _undetached_names(value: cst.CSTNode) -> set[str]:
         return set()
     if isinstance(value, cst.Attribute) and value.attr.value == "data":
         return set()  # `fake.data`: the tensor without its graph
-    if isinstance(value, (cst.Name, cst.Attribute)):
-        return read_names(value) | ({spell(value)} if spell(value) else set())  # type: ignore[arg-type]
+    if isinstance(value, (cst.Name, cst.Attribute)) and spell(value):
+        return read_names(value) | {spell(value)}  # type: ignore[arg-type]
+    if isinstance(value, cst.Attribute):
+        return _undetached_names(value.value)  # `D(fake.detach()).mean`: what the call reads
     found: set[str] = set()
     for child in value.children:
         if isinstance(child, cst.CSTNode):

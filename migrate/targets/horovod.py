@@ -1,7 +1,8 @@
 """Horovod + horovodrun: `hvd.init()`, the local rank's GPU, a DistributedSampler over
-`hvd.size()` ranks, every stepped optimizer wrapped in `hvd.DistributedOptimizer` (its gradients
-averaged across ranks on backward, `backward_passes_per_step` for gradient accumulation), rank 0's
-weights broadcast where DDP would wrap the model, a resumed optimizer's state broadcast after its
+`hvd.size()` ranks, every stepped optimizer wrapped in `hvd.DistributedOptimizer` once its model is
+moved and cast (its gradients averaged across ranks on backward, `backward_passes_per_step` for
+gradient accumulation, `synchronize()` where gradients are read early or a backward reaches another
+optimizer's model), rank 0's weights broadcast where DDP would wrap the model, a resumed optimizer's state broadcast after its
 load, the learning rate scaled by `hvd.size()` (Horovod's recipe; `--no-scale-lr` keeps it), output
 and checkpoints on rank 0, `data_parallel(...)` calls run as plain calls. Artifact: a horovodrun
 launch script.

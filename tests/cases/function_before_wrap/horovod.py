@@ -42,7 +42,7 @@ def save():
 
 decoder = CharRNN().to(device)
 hvd.broadcast_parameters(decoder.state_dict(), root_rank=0)  # every rank starts from rank 0's weights
-optimizer = torch.optim.Adam(decoder.parameters(), lr=1e-3)
+optimizer = torch.optim.Adam(decoder.parameters(), lr=1e-3 * hvd.size())
 optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=decoder.named_parameters())
 criterion = nn.CrossEntropyLoss()
 for step in range(100):

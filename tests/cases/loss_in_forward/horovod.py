@@ -45,7 +45,7 @@ def estimate_loss(model):
 
 model = TinyLM().to(device)
 hvd.broadcast_parameters(model.state_dict(), root_rank=0)  # every rank starts from rank 0's weights
-optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3 * hvd.size())
 optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())
 for step in range(200):
     x, y = batch()

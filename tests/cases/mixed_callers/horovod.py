@@ -37,7 +37,7 @@ def main():
     message = generate(baseline, torch.zeros(1, 1, dtype=torch.long))  # computed on every rank: it may run the model
     if hvd.rank() == 0:
         print(message)
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2 * hvd.size())
     optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())
     for step in range(20):
         tokens = torch.randint(0, 16, (8, 5))

@@ -24,7 +24,7 @@ class Net(nn.Module):
 
 
 def make_optimizer(module, lr):
-    return torch.optim.SGD(module.parameters(), lr=lr)
+    return torch.optim.SGD(module.parameters(), lr=lr * hvd.size())
 
 
 def main():
