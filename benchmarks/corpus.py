@@ -74,7 +74,6 @@ SHIMS = ROOT / "tests" / "shims"
 VERIFY_STEPS = 3
 VERIFY_TIMEOUT = 180  # seconds without progress that make a hang, passed to migrate verify
 VERIFY_MAX_TIME = 900  # seconds a launch may work, to the end of the script (--max-time)
-PROCESS_TIMEOUT = 2 * (VERIFY_MAX_TIME + 60) + 120  # the whole verify command: two launches and slack
 RAN_TO_END = "ran to the end (--to-end)"
 
 # Outcomes, in the order the summary lists them.
@@ -326,11 +325,13 @@ def child_environment(siblings: Path | None) -> dict[str, str]:
     return env
 
 
-def verify(record: Record, row: Row, spec: RunSpec, corpus: Path, to_end: bool = True, pretend_gpu: bool = False) -> None:
+def verify(record: Record, row: Row, spec: RunSpec, corpus: Path, to_end: bool = True, pretend_gpu: bool = False,
+           max_time: int = VERIFY_MAX_TIME) -> None:
     """Run `migrate verify` on one converted file in a temporary folder (`to_end`: to the end of the
     script); fill the record's outcome."""
     siblings = corpus / "siblings" / row.id
     start = time.perf_counter()
+    limit = 2 * (max_time + 60) + 120  # the whole verify command: two launches and slack
     with tempfile.TemporaryDirectory(prefix=f"corpus-{row.id}-{record.target}-") as folder:
         script = Path(folder) / row.file
         shutil.copyfile(corpus / "scripts" / row.file, script)
@@ -338,15 +339,15 @@ def verify(record: Record, row: Row, spec: RunSpec, corpus: Path, to_end: bool =
             write_fixture(fixture, Path(folder))
         command = [sys.executable, "-m", "migrate", "verify", "--target", record.target, "--fake-data",
                    "--report", "json", "--steps", str(VERIFY_STEPS), "--timeout", str(VERIFY_TIMEOUT),
-                   *(["--to-end", "--max-time", str(VERIFY_MAX_TIME)] if to_end else []),
+                   *(["--to-end", "--max-time", str(max_time)] if to_end else []),
                    *(["--pretend-gpu"] if pretend_gpu else []), script.name, "--", *spec.args]
         record.verify_command = command[1:]
         try:
             result = subprocess.run(command, cwd=folder, env=child_environment(siblings), capture_output=True,
-                                    text=True, errors="replace", timeout=PROCESS_TIMEOUT)
+                                    text=True, errors="replace", timeout=limit)
         except subprocess.TimeoutExpired:
             record.outcome, record.detail = VERIFY_ERROR, "timed out"
-            record.message = f"migrate verify ran past {PROCESS_TIMEOUT} s"
+            record.message = f"migrate verify ran past {limit} s"
             return
         finally:
             record.verify_seconds = round(time.perf_counter() - start, 1)
@@ -401,7 +402,8 @@ def short_reason(message: str) -> str:
 
 
 def run_corpus(rows: list[Row], targets: list[str], runs: dict[str, RunSpec], corpus: Path, verify_runs: bool,
-               jobs: int, progress: bool = True, to_end: bool = True, pretend_gpu: bool = False) -> list[Record]:
+               jobs: int, progress: bool = True, to_end: bool = True, pretend_gpu: bool = False,
+               max_time: int = VERIFY_MAX_TIME) -> list[Record]:
     records: list[Record] = []
     pending: list[tuple[Record, Row, RunSpec]] = []
     for target in targets:
@@ -429,7 +431,7 @@ def run_corpus(rows: list[Row], targets: list[str], runs: dict[str, RunSpec], co
         else:
             def one(task: tuple[Record, Row, RunSpec]) -> None:
                 record, row, spec = task
-                verify(record, row, spec, corpus, to_end, pretend_gpu)
+                verify(record, row, spec, corpus, to_end, pretend_gpu, max_time)
                 if progress:
                     print(f"  {record.target:9} {record.id}  {record.outcome}  {record.detail}  ({record.verify_seconds} s)",
                           file=sys.stderr, flush=True)
@@ -525,6 +527,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-verify", action="store_true", help="convert and classify only; run nothing")
     parser.add_argument("--jobs", type=int, default=1, help="verify runs at a time (default 1)")
     parser.add_argument("--steps-only", action="store_true", help="verify only the first steps, not --to-end")
+    parser.add_argument("--max-time", type=int, default=VERIFY_MAX_TIME,
+                        help=f"seconds each launch may work with --to-end (default {VERIFY_MAX_TIME})")
     parser.add_argument("--pretend-gpu", action="store_true",
                         help="verify with --pretend-gpu (the GPU path on the CPU); rows marked `gpu` run too")
     parser.add_argument("--markdown", action="store_true", help="print the tables as markdown")
@@ -547,7 +551,7 @@ def main(argv: list[str] | None = None) -> int:
     targets = list(TARGETS) if options.target == "all" else [options.target]
     start = time.perf_counter()
     records = run_corpus(rows, targets, read_runs(options.runs), options.corpus, not options.no_verify, options.jobs,
-                         to_end=not options.steps_only, pretend_gpu=options.pretend_gpu)
+                         to_end=not options.steps_only, pretend_gpu=options.pretend_gpu, max_time=options.max_time)
     print(render_summary(records, targets, options.markdown))
     print()
     print(render_files(records, targets, options.markdown))
