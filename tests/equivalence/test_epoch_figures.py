@@ -6,6 +6,8 @@ no shuffling, so the global batches are the same samples):
   original, `python`, batch 2B                                  -> the reference
   `migrate to-ddp`, torchrun x2 (gloo), batch B                 -> the same epoch lines
   `migrate to-horovod --no-scale-lr`, horovodrun x2 (gloo), B   -> the same epoch lines
+  `migrate to-fsdp`, torchrun x2 (gloo), batch B                -> the same epoch lines
+  `migrate to-deepspeed --zero 2`, deepspeed x2 (gloo), batch B -> the same epoch lines
 The case prints `total_loss / len(loader)` (this rank's batches: the sum is averaged over the
 ranks) and `correct / len(loader.dataset)` (every sample: the count is summed).
 Marked `full` (CI budget): scripts/test --full runs it.
@@ -19,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from migrate import Options, migrate_source
-from tests.equivalence.harness import Run, assert_same_weights, run_horovod, run_python, run_torchrun
+from tests.equivalence.harness import Run, assert_same_weights, run_deepspeed, run_horovod, run_python, run_torchrun
 
 pytestmark = [pytest.mark.slow, pytest.mark.full]
 
@@ -76,5 +78,19 @@ def test_ddp_prints_the_original_figures(original: Run, tmp_path: Path) -> None:
 def test_horovod_prints_the_original_figures(original: Run, tmp_path: Path) -> None:
     converted = convert_case("horovod", tmp_path, Options(scale_lr=False))
     two_ranks = run_horovod(converted, 2, [*EPOCHS, "--batch-size", str(PER_PROCESS_BATCH)], tmp_path / "horovod.pt")
+    assert_same_weights(two_ranks.weights, original.weights)
+    assert_same_figures(two_ranks, original)
+
+
+def test_fsdp_prints_the_original_figures(original: Run, tmp_path: Path) -> None:
+    converted = convert_case("fsdp", tmp_path)
+    two_ranks = run_torchrun(converted, 2, [*EPOCHS, "--batch-size", str(PER_PROCESS_BATCH)], tmp_path / "fsdp.pt")
+    assert_same_weights(two_ranks.weights, original.weights)
+    assert_same_figures(two_ranks, original)
+
+
+def test_deepspeed_prints_the_original_figures(original: Run, tmp_path: Path) -> None:
+    converted = convert_case("deepspeed", tmp_path, Options(zero=2))
+    two_ranks = run_deepspeed(converted, 2, [*EPOCHS, "--batch-size", str(PER_PROCESS_BATCH)], tmp_path / "ds.pt")
     assert_same_weights(two_ranks.weights, original.weights)
     assert_same_figures(two_ranks, original)
