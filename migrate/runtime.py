@@ -5,6 +5,10 @@ never name a framework's API: they ask the target's Runtime. torch.distributed s
 `dist.get_rank()`, Horovod says `hvd.rank()`; the local rank is the variable setup binds, and
 before setup (or where that variable is out of sight) the launcher's environment variable.
 
+Messages name what the target does: `advice` rewrites the torch.distributed words that shared
+analysis writes (`dist.broadcast_object_list`, "the wrapper copied rank 0's weights") into the
+runtime's own; `forward_joins` says whether a forward needs every rank (rank-0 guards ask it).
+
 Spellings are templates: `{m}` is the local name of the runtime's module in the script being
 converted (`import torch.distributed as tdist` in the script gives `tdist.get_rank()`); `{os}`,
 `{torch}` and each of `modules` are the local names of those modules, `{local_rank}` the
@@ -34,6 +38,12 @@ class Runtime:
     modules: tuple[str, ...] = ()  # other modules the templates name, as `{last part of the name}`
     # how the advice in messages, written in torch.distributed's words, reads for this runtime
     advice: tuple[tuple[str, str], ...] = ()
+    # whether a forward of the trained model may run a collective every rank must join (DDP may
+    # broadcast buffers, FSDP and ZeRO-3 gather weights); Horovod's runs none: its all-reduces run
+    # in backward and the optimizer's step, its broadcasts where the conversion puts them
+    forward_joins: bool = True
+    # what takes the place of a removed nn.DataParallel, in messages
+    replaces_data_parallel: str = "the distributed wrapper"
 
     def said(self, template: str) -> str:
         """`template` as a message to the user writes it: modules under their usual names."""

@@ -10,7 +10,9 @@ that silently train apart:
   0's weights when it was built; each rank now starts from its own, and averaging gradients never
   brings them back together.
 
-Read-only: each finding is a `Divergence` the divergence step reports.
+Read-only: each finding is a `Divergence` the divergence step reports, worded for torch.distributed
+and its wrapper (`dist.broadcast_object_list`, "the wrapper copied rank 0's weights"): the reporting
+step's runtime rewrites those words into its own (Runtime.advice: Horovod's broadcast, hvd.broadcast_object).
 """
 
 from __future__ import annotations

@@ -7,7 +7,8 @@ loop of backward passes left on it (`if done: break`) or repeated while it holds
 goes on waits forever. Counters every rank shares (`if (step + 1) % accum == 0:`, epochs) are not
 environment state and are not reported.
 
-Read-only: each finding is a `Divergence` (MIG121, `hangs`: the conversion is refused).
+Read-only: each finding is a `Divergence` (MIG121, `hangs`: the conversion is refused), its advice
+in torch.distributed's words, which the reporting step's runtime rewrites into its own (Runtime.advice).
 """
 
 from __future__ import annotations
@@ -128,8 +129,8 @@ def _gates_training(index: ScriptIndex, stmt: cst.If | cst.While, state: set[str
         what, " (line ", stmt, f") {effect} on state this rank gathered from its own environment (",
         ", ".join(f"`{n}`" for n in read), "): every rank plays its own episodes, so the ranks run different numbers "
         "of gradient all-reduces and the one that goes on waits forever; make the condition common to every rank "
-        "(decide it on rank 0 and broadcast it with dist.broadcast_object_list, or all-reduce the count with "
-        "op=dist.ReduceOp.MIN first): the file is left unchanged"], hangs=True)
+        "(decide it on rank 0 and broadcast it with dist.broadcast_object_list, or all-reduce the count first with "
+        "dist.all_reduce(t, op=dist.ReduceOp.MIN)): the file is left unchanged"], hangs=True)
 
 
 def _leaves_training_loop(index: ScriptIndex, stmt: cst.If, training: set[int], reaching: set[str]) -> bool:

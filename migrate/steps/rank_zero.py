@@ -4,9 +4,13 @@ image's or a matplotlib animation's `.save(path)`), `Path.write_text`/`write_byt
 opened for writing run on rank 0 only; after teardown (once `main()` has returned) the writes ask
 the launcher's RANK; tqdm bars are disabled on the other ranks. Errors are still logged by every rank.
 
-A statement that could run a collective (a forward of the wrapped model, a call into the
-script's own functions) is never put under the guard, or ranks would wait on each other
-forever: a print of such a value computes it on every rank and prints it on rank 0.
+A statement that could run a collective is never put under the guard, or ranks would wait on each
+other forever: a print of such a value computes it on every rank and prints it on rank 0. For
+torch.distributed's wrappers that is a forward of the wrapped model (DDP may broadcast buffers,
+FSDP and ZeRO-3 gather weights) or a call into the script's own functions that mention a model;
+Horovod's forward runs no collective (its all-reduces run in backward and the optimizer's step),
+so there only a backward, a step, a broadcast the conversion places or an `hvd.`/`dist.` call,
+directly or through the script's own functions, keeps a statement off the guard.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from migrate.analysis.entry import runs_in_process_group
-from migrate.analysis.index import CallSite, ScriptIndex, descendants, spell
+from migrate.analysis.index import CallSite, Scope, ScriptIndex, descendants, spell
 from migrate.analysis.models import aliases
 from migrate.analysis.state_dicts import moved_names
 from migrate.analysis.training import BUILTIN_NAMES, calls_in
@@ -52,7 +56,7 @@ def rank_zero(ctx: Context) -> None:
             collective = collective_call(ctx, stmt.body)
             if collective is not None:
                 ctx.report("MIG120", f"`{ctx.code(stmt).strip().splitlines()[0]}` writes a file, but its body calls "
-                           f"`{ctx.code(collective.func)}(...)`, which may run the model that every rank must join: left "
+                           f"`{ctx.code(collective.func)}(...)`, which {_joins(ctx)} that every rank must join: left "
                            "on every rank, so every rank writes the file; compute the values on every rank first, then "
                            f"write them under `if {ctx.distributed.said(ctx.distributed.rank)} == 0:`", stmt)
                 continue
@@ -228,13 +232,16 @@ def launcher_rank_zero_test(ctx: Context) -> str:
 
 
 def _may_be_collective(ctx: Context, node: cst.CSTNode) -> bool:
-    """Whether evaluating `node` could run the wrapped model: it calls or passes a model, or calls
-    a function of this script (or a method on self) that mentions one or a torch.distributed call."""
+    """Whether evaluating `node` could run a collective: for torch.distributed's wrappers, it calls or
+    passes a model, or calls a function of this script (or a method on self) that mentions one or a
+    torch.distributed call; where a forward joins no other rank (Horovod), see _joining_call."""
     return collective_call(ctx, node) is not None
 
 
 def collective_call(ctx: Context, node: cst.CSTNode) -> cst.Call | None:
     """The first call under `node` that may run the wrapped model or a collective."""
+    if ctx.runtime is not None and not ctx.runtime.forward_joins:
+        return _joining_call(ctx, node)
     index = ctx.index
     models = {m.spelling for m in ctx.sites.models} | {m.spelling.removeprefix("self.") for m in ctx.sites.models}
     models |= {moved.spelling for site in ctx.sites.models for moved in moved_names(index, site)}  # m = model.to(d)
@@ -253,6 +260,71 @@ def collective_call(ctx: Context, node: cst.CSTNode) -> cst.Call | None:
         if scope is not None and _mentions(ctx, scope.node, models):
             return inner
     return None
+
+
+def _joins(ctx: Context) -> str:
+    """What a value that may need every rank does, in the target's terms."""
+    if ctx.runtime is not None and not ctx.runtime.forward_joins:
+        return "may run a backward pass or a collective"
+    return "may run the model"
+
+
+JOINS_OUTSIDE_FORWARD = ("torch.distributed.", "horovod.")  # a call of these modules joins every rank
+
+
+def _joining_call(ctx: Context, node: cst.CSTNode) -> cst.Call | None:
+    """A runtime whose forward joins no other rank (Horovod): the first call under `node` that is
+    a collective itself, a backward or an optimizer step (the all-reduces), or a call of the
+    script's own function that runs one of these (see _joining_functions)."""
+    index = ctx.index
+    joining = _joining_functions(ctx)
+    for inner in calls_in(node):
+        name = spell(inner.func) or ""
+        if (index.qualify(inner.func) or "").startswith(JOINS_OUTSIDE_FORWARD) or id(inner) in _joining_nodes(ctx):
+            return inner
+        if name.rsplit(".", 1)[-1] in joining:  # `train(...)`, `Trainer(...)`, `self.fit()`, `agent.learn()`
+            return inner
+    return None
+
+
+def _joining_nodes(ctx: Context) -> set[int]:
+    """Backward calls and optimizer steps (Horovod all-reduces in both), and loads of a state dict
+    (a resumed optimizer's state is broadcast after its load)."""
+    def build() -> set[int]:
+        nodes = {id(b.node) for b in ctx.sites.backward_calls} | {id(s.step.node) for s in ctx.sites.stepped}
+        return nodes | {id(c.node) for c in ctx.index.calls
+                        if isinstance(c.node.func, cst.Attribute) and c.node.func.attr.value == "load_state_dict"}
+
+    return ctx.index.derived("rank_zero_joining_nodes", build)  # type: ignore[no-any-return]
+
+
+def _joining_functions(ctx: Context) -> set[str]:
+    """Last parts of the names of the script's functions (and classes, by `__init__`) that join
+    every rank: they hold a collective call, a backward, a step, a load, or a model's wrap site (its
+    broadcast goes there), directly or through another of them."""
+    def build() -> set[str]:
+        index = ctx.index
+        wraps = {id(s) for site in ctx.sites.models for s in (site.wrap_after, site.wrap_before) if s is not None}
+        nodes = _joining_nodes(ctx) | wraps
+
+        def joins_itself(scope: Scope) -> bool:
+            return any(id(n) in nodes for n in descendants(scope.node)) or any(
+                (index.qualify(c.func) or "").startswith(JOINS_OUTSIDE_FORWARD) for c in calls_in(scope.node))
+
+        def short(name: str) -> str:
+            return name.removesuffix(".__init__").rsplit(".", 1)[-1]
+
+        scopes = {name: scope for name, scope in index.functions.items() if not scope.is_module}
+        joining = {short(name) for name, scope in scopes.items() if joins_itself(scope)}
+        changed = True
+        while changed:
+            before = len(joining)
+            joining |= {short(name) for name, scope in scopes.items()
+                        if any((spell(c.func) or "").rsplit(".", 1)[-1] in joining for c in calls_in(scope.node))}
+            changed = len(joining) != before
+        return joining
+
+    return ctx.index.derived("rank_zero_joining_functions", build)  # type: ignore[no-any-return]
 
 
 # Methods of a module that run no forward: everything else called on a model that keeps its class
@@ -300,10 +372,10 @@ def _compute_then_print(ctx: Context, call: CallSite) -> None:
     args = list(call.node.args)
     hoisted = [i for i, a in enumerate(args) if a.keyword is None and _may_be_collective(ctx, a.value)]
     if not hoisted or any(a.star for a in args) or any(_may_be_collective(ctx, a.value) for a in args if a.keyword):
-        ctx.report("MIG112", "this print computes a value that may need every rank; left printing on every rank", call.node)
+        ctx.report("MIG112", f"this print computes a value that {_need(ctx)}; left printing on every rank", call.node)
         return
     names = {i: "message" if n == 0 else f"message_{n + 1}" for n, i in enumerate(hoisted)}
-    computed = "".join(f"{names[i]} = {ctx.code(args[i].value)}  # computed on every rank: it may run the model\n"
+    computed = "".join(f"{names[i]} = {ctx.code(args[i].value)}  # computed on every rank: it {_joins(ctx)}\n"
                        for i in hoisted)
     printed = ", ".join(names[i] if i in names else ctx.code(a).rstrip(", ") for i, a in enumerate(args))
     stmt = call.place.stmt
@@ -311,6 +383,12 @@ def _compute_then_print(ctx: Context, call: CallSite) -> None:
     new[0] = new[0].with_changes(leading_lines=getattr(stmt, "leading_lines", ()))
     ctx.plan.insert_before(stmt, new)
     ctx.plan.remove(stmt)
+
+
+def _need(ctx: Context) -> str:
+    if ctx.runtime is not None and not ctx.runtime.forward_joins:
+        return "may run a backward pass or a collective, which every rank must join"
+    return "may need every rank"
 
 
 def _disable_progress_bar(ctx: Context, call: CallSite) -> None:

@@ -180,16 +180,22 @@ def remove_data_parallel(ctx: Context, site: ModelSite, loads: list[int] | None 
     batch = ("; each process now takes a whole batch where DataParallel split one across the GPUs "
              "(--keep-global-batch keeps the global batch)" if not ctx.options.keep_global_batch else "")
     if loads:
-        batch += (f"; the load on line{'s' if len(loads) > 1 else ''} {', '.join(map(str, loads))} now runs before the wrap, "
-                  "into the module itself, so it takes `module.` off the keys (checkpoints of the original script and of "
+        before = "now runs before the wrap, into" if ctx.wrapper is None or ctx.wrapper.through_module else "now loads into"
+        batch += (f"; the load on line{'s' if len(loads) > 1 else ''} {', '.join(map(str, loads))} {before} "
+                  "the module itself, so it takes `module.` off the keys (checkpoints of the original script and of "
                   "the converted one both load)")
     if len(site.data_parallel) == 1:
-        ctx.report("MIG003", f"nn.DataParallel on `{site.spelling}` removed; the distributed wrapper replaces it{batch}",
+        ctx.report("MIG003", f"nn.DataParallel on `{site.spelling}` removed, replaced by {_replaced_by(ctx)}{batch}",
                    site.data_parallel[0])
     elif site.data_parallel:
         lines = ", ".join(str(ctx.position(stmt)[0]) for stmt in site.data_parallel)
-        ctx.report("MIG003", f"nn.DataParallel on `{site.spelling}` removed in {len(site.data_parallel)} places (lines {lines}); "
-                   f"the distributed wrapper replaces each{batch}", site.data_parallel[0])
+        ctx.report("MIG003", f"nn.DataParallel on `{site.spelling}` removed in {len(site.data_parallel)} places (lines {lines}), "
+                   f"each replaced by {_replaced_by(ctx)}{batch}", site.data_parallel[0])
+
+
+def _replaced_by(ctx: Context) -> str:
+    """What takes DataParallel's place, in the target's words (Runtime.replaces_data_parallel)."""
+    return ctx.runtime.replaces_data_parallel if ctx.runtime is not None else "the distributed wrapper"
 
 
 def _remove_wrap(ctx: Context, stmt: cst.BaseStatement, wrap: cst.Call | None) -> None:

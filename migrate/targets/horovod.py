@@ -47,7 +47,16 @@ HOROVOD = Runtime(
         ("torch.distributed.get_world_size()", "hvd.size()"), ("torch.distributed.get_rank()", "hvd.rank()"),
         ("torch.distributed.all_reduce, then divide by the world size", "hvd.allreduce, which averages"),
         ("dist.all_reduce(t, op=dist.ReduceOp.MAX)", "hvd.allreduce(t, op=hvd.Max)"),
+        ("dist.all_reduce(t, op=dist.ReduceOp.MIN)", "hvd.allreduce(t, op=hvd.Min)"),
+        ("dist.broadcast_object_list", "hvd.broadcast_object"),
+        # MIG123: weights drawn again after rank 0's were broadcast, where DDP would wrap the model
+        ("after it is wrapped (the wrapper goes ", "after rank 0's weights are broadcast (the broadcast goes "),
+        ("the wrapper copied rank 0's weights to every rank when it was built", "the broadcast copied rank 0's weights to every rank"),
+        ("initialise before the wrap, or broadcast the weights again afterwards",
+         "initialise before the broadcast, or broadcast the weights again afterwards (hvd.broadcast_parameters)"),
     ),
+    forward_joins=False,  # a forward runs no collective: the all-reduces run in backward and the step
+    replaces_data_parallel="hvd.DistributedOptimizer and the broadcast of rank 0's weights",
 )
 
 MAINTENANCE = ("Horovod's last release is 0.28.1 (2023): it does not build against torch >= 2.1 as published "

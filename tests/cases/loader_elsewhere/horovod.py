@@ -33,9 +33,8 @@ def main():
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
-        message = f"epoch {epoch}: val loss {evaluate(model, val_loader):.4f}"  # computed on every rank: it may run the model
         if hvd.rank() == 0:
-            print(message)
+            print(f"epoch {epoch}: val loss {evaluate(model, val_loader):.4f}")
     if hvd.rank() == 0:
         torch.save(model.state_dict(), "elsewhere.pt")
     hvd.barrier()  # no rank exits while rank 0 still writes its files

@@ -42,9 +42,10 @@ def main():
     if hvd.rank() == 0:
         log.close()
 
-    with open("predictions.txt", mode="w") as out:
-        for x, _ in loader:
-            out.write(f"{model(x).mean().item():.4f}\n")
+    if hvd.rank() == 0:
+        with open("predictions.txt", mode="w") as out:
+            for x, _ in loader:
+                out.write(f"{model(x).mean().item():.4f}\n")
     hvd.barrier()  # no rank exits while rank 0 still writes its files
     hvd.shutdown()
 

@@ -53,10 +53,8 @@ for step in range(200):
     optimizer.zero_grad()
     loss.backward()
     optimizer.step()
-    if step % 50 == 0:
-        message = f"step {step}: train {loss.item():.3f} eval {estimate_loss(model):.3f}"  # computed on every rank: it may run the model
-        if hvd.rank() == 0:
-            print(message)
+    if step % 50 == 0 and hvd.rank() == 0:
+        print(f"step {step}: train {loss.item():.3f} eval {estimate_loss(model):.3f}")
 if hvd.rank() == 0:
     torch.save(model.state_dict(), "tiny_lm.pt")
 hvd.barrier()  # no rank exits while rank 0 still writes its files

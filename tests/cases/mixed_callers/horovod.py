@@ -34,9 +34,8 @@ def main():
     model = TinyLM()
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)  # every rank starts from rank 0's weights
     baseline = TinyLM()
-    message = generate(baseline, torch.zeros(1, 1, dtype=torch.long))  # computed on every rank: it may run the model
     if hvd.rank() == 0:
-        print(message)
+        print(generate(baseline, torch.zeros(1, 1, dtype=torch.long)))
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-2 * hvd.size())
     optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())
     for step in range(20):
@@ -46,9 +45,8 @@ def main():
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
-    message = generate(model, torch.zeros(1, 1, dtype=torch.long))  # computed on every rank: it may run the model
     if hvd.rank() == 0:
-        print(message)
+        print(generate(model, torch.zeros(1, 1, dtype=torch.long)))
     hvd.barrier()  # no rank exits while rank 0 still writes its files
     hvd.shutdown()
 

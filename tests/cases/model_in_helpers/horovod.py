@@ -59,9 +59,8 @@ class Trainer:
             text = sample(self.model, batch[:1, :2]).tolist()
             if hvd.rank() == 0:
                 print(f"epoch {epoch}: loss {loss.item():.4f} sample {text}")
-        message = describe(net=self.model)  # computed on every rank: it may run the model
         if hvd.rank() == 0:
-            print(message)
+            print(describe(net=self.model))
 
 
 def main():

@@ -38,9 +38,8 @@ def main():
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
-        message = evaluate(model, loader)  # computed on every rank: it may run the model
         if hvd.rank() == 0:
-            print(message)
+            print(evaluate(model, loader))
     hvd.barrier()  # no rank exits while rank 0 still writes its files
     hvd.shutdown()
 
