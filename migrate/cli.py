@@ -5,7 +5,9 @@ create) and writes nothing; `--write` applies it, all files or none; `--check` o
 files would change, and what `--write` would refuse.
 Findings go to stderr as `path:line:col: severity: MIGnnn message`; one that says what the target
 itself is (MIG006, the same for every script) is printed once a run, at the first file that drew
-it (JSON keeps every file's entry). The exit status is a sum of
+it (JSON keeps every file's entry). `--report sarif` and `github-review` are one JSON document each
+(migrate.review), and `--report-out PATH` writes any report to a file, atomically, instead of
+stderr. The exit status is a sum of
 flags, so a run with both says both: 1 `--check` found files to convert, 2 an error (bad input or
 options, a file that could not be converted, an internal error); 0 neither, 3 both.
 The commands come from the registry (migrate.targets). This module imports no libcst: the API
@@ -27,6 +29,7 @@ import typer
 from typer.core import TyperCommand
 
 from migrate.advise_command import advise
+from migrate.check_command import check
 from migrate.doctor_command import doctor
 from migrate.launch_command import launch
 from migrate.model import FileResult, InputError, Options
@@ -81,18 +84,25 @@ def write_help(target: Target) -> str:
     return f"Rewrite the files in place and create {' and '.join(made)} beside each (atomically)."
 Check = Annotated[bool, typer.Option("--check", help="Write nothing; list the files that would change; exit 1 if any (plus 2 if --write would refuse one).")]
 Exclude = Annotated[Optional[list[str]], typer.Option("--exclude", metavar="GLOB", help="Skip files a folder search finds whose path (relative to the folder) or any folder on the way matches GLOB; repeatable. Example: --exclude 'tests' --exclude '*_old.py'")]
-ReportFormat = Annotated[str, typer.Option("--report", metavar="FORMAT", help="How findings are printed on stderr: text, markdown or json.")]
+ReportFormat = Annotated[str, typer.Option("--report", metavar="FORMAT", help="How findings are reported (on stderr, or in --report-out's file): text, markdown, json, sarif (SARIF 2.1.0, for code scanning) or github-review (the JSON body of a pull-request review whose suggestions, all accepted, give the --write result).")]
+ReportOut = Annotated[Optional[str], typer.Option("--report-out", metavar="PATH", help="Write the report to PATH (atomically) instead of stderr.", show_default=False)]
+# the --report formats of the to-<target> commands
+REPORTS = ("text", "markdown", "json", "sarif", "github-review")
+
+
+def tool_version() -> str:
+    """torch-migrate's installed version, or a word saying it is not installed."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("torch-migrate")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
 
 
 def _version(value: bool) -> None:
     if value:
-        from importlib.metadata import PackageNotFoundError, version
-
-        try:
-            number = version("torch-migrate")
-        except PackageNotFoundError:
-            number = "unknown (not installed)"
-        sys.stdout.write(f"migrate (torch-migrate) {number}\n")
+        sys.stdout.write(f"migrate (torch-migrate) {tool_version()}\n")
         raise typer.Exit(EXIT_OK)
 
 
@@ -123,12 +133,12 @@ def _convert_command(target: Target) -> None:
     own = _parameters(target.command_options) if target.command_options is not None else []
 
     def command(paths: Paths, write: Write = False, check: Check = False, report: ReportFormat = "text",
-                exclude: Exclude = None, **own_values: object) -> None:
+                report_out: ReportOut = None, exclude: Exclude = None, **own_values: object) -> None:
         _one_mode(write, check)
         options = target.command_options(**own_values) if target.command_options is not None else Options()
         _refuse_bad(target.name, options)
         raise typer.Exit(run(target.name, paths, options, write=write, check=check, report=report,
-                             exclude=tuple(exclude or ())))
+                             exclude=tuple(exclude or ()), report_out=report_out))
 
     shared = [p for p in _parameters(command) if p.kind is not inspect.Parameter.VAR_KEYWORD]
     shared = [p.replace(annotation=Annotated[bool, typer.Option("--write", help=write_help(target))])
@@ -273,6 +283,8 @@ app.command("advise", cls=PlainUsage, short_help="Say which framework to convert
             "way of sharding takes.")(advise)
 app.command("doctor", cls=PlainUsage, short_help="Check the environment before a launch: torch, GPUs, "
             "launcher variables, /dev/shm, the port, a real all-reduce.")(doctor)
+app.command("check", cls=PlainUsage, short_help="Lint a script that is already distributed for pitfalls "
+            "that break training or hang it.")(check)
 
 for _target in REGISTRY:
     if not _target.available:
@@ -280,15 +292,15 @@ for _target in REGISTRY:
 
 
 def run(target: str, paths: list[str], options: Options, write: bool, check: bool, report: str,
-        exclude: tuple[str, ...] = ()) -> int:
+        exclude: tuple[str, ...] = (), report_out: str | None = None) -> int:
     """Convert, then print or write. Returns the exit status."""
     from migrate import api
     from migrate.paths import select
 
-    if report not in ("text", "markdown", "json"):
-        _error(f"--report: unknown format {report!r} (text, markdown, json)")
+    if report not in REPORTS:
+        _error(f"--report: unknown format {report!r} ({', '.join(REPORTS)})")
         return EXIT_BAD_INPUT
-    out = Output(report)
+    out = Output(report, targets()[target].framework, report_out)
     selection = select(paths, exclude)
     out.errors.extend(selection.errors)
     results: list[FileResult] = []
@@ -307,6 +319,8 @@ def run(target: str, paths: list[str], options: Options, write: bool, check: boo
         out.errors.extend(errors)
         for path, message in notes:
             out.note(path, message)
+    if report_out is not None and not _report_out_usable(report_out, results):
+        return EXIT_BAD_INPUT
     changed = [r for r in results if r.changed and not r.error]
     status = EXIT_BAD_INPUT if out.errors or any(r.error for r in results) else EXIT_OK
     if check:
@@ -318,8 +332,23 @@ def run(target: str, paths: list[str], options: Options, write: bool, check: boo
             status = _write_all(changed, out)
     else:
         status = _print_diff(changed, out) or status
-    out.finish(results, searched, selection.searched, written=write and status == EXIT_OK)
+    if not out.finish(results, searched, selection.searched, written=write and status == EXIT_OK):
+        status |= EXIT_BAD_INPUT
     return status
+
+
+def _report_out_usable(path: str, results: list[FileResult]) -> bool:
+    """--report-out must name a file that is neither a folder nor a file the run converts or
+    creates (a script, its launcher or config): said, and False, otherwise."""
+    real = os.path.realpath(path)
+    if os.path.isdir(real):
+        _error(f"{path}: --report-out names a folder; give a file name")
+        return False
+    ours = [r.path for r in results] + [a.path for r in results for a in r.artifacts]
+    if any(os.path.realpath(p) == real for p in ours):
+        _error(f"{path}: --report-out names a file this run converts or creates; give another name")
+        return False
+    return True
 
 
 def _print_diff(changed: list[FileResult], out: "Output") -> int:
@@ -375,11 +404,14 @@ def _write_all(changed: list[FileResult], out: "Output") -> int:
 
 
 class Output:
-    """Everything a run prints. Findings, errors and notes go to stderr: one JSON document with
-    --report json (nothing else there), otherwise lines. A closed or full stdout is an error."""
+    """Everything a run prints. Findings, errors and notes are the report, on stderr or in the
+    --report-out file: one JSON document with --report json, sarif or github-review (nothing else
+    there), otherwise lines. A closed or full stdout is an error."""
 
-    def __init__(self, report: str) -> None:
+    def __init__(self, report: str, framework: str = "", report_out: str | None = None) -> None:
         self.report = report
+        self.framework = framework  # the target's, for the review's reasons
+        self.report_out = report_out
         self.errors: list[InputError] = []
         self.notes: list[tuple[str, str]] = []
         self.stdout_failed = False
@@ -412,35 +444,68 @@ class Output:
             return False
         return True
 
-    def finish(self, results: list[FileResult], searched: set[str], folders: list[str], written: bool) -> None:
-        """Print findings (MIG002 for files a folder search found is a count, not a line each),
-        then errors and notes, then a summary of the folder search."""
+    def finish(self, results: list[FileResult], searched: set[str], folders: list[str], written: bool) -> bool:
+        """Report findings (MIG002 for files a folder search found is a count, not a line each),
+        then errors and notes, then a summary of the folder search. False if --report-out failed."""
+        if self.report in ("json", "sarif", "github-review"):
+            return self.emit(self.document(results) + "\n")
+        return self.emit("".join(line + "\n" for line in self.lines(results, searched, folders, written)))
+
+    def entries(self, results: list[FileResult]) -> list[dict[str, object]]:
+        """Every finding, error and note as `--report json` lists them."""
         from migrate import report as reports
 
-        if self.report == "json":
-            entries = json.loads(reports.findings_json(results))
-            entries += [{"path": e.path, "line": e.line, "col": e.col, "code": e.code, "severity": "error",
-                         "message": e.message} for e in self.errors]
-            entries += [{"path": p, "line": 0, "col": 0, "code": "MIG005", "severity": "note", "message": m}
-                        for p, m in self.notes]
-            _stderr(json.dumps(entries, indent=2) + "\n")
-            return
+        entries: list[dict[str, object]] = json.loads(reports.findings_json(results))
+        entries += [{"path": e.path, "line": e.line, "col": e.col, "code": e.code, "severity": "error",
+                     "message": e.message} for e in self.errors]
+        entries += [{"path": p, "line": 0, "col": 0, "code": "MIG005", "severity": "note", "message": m}
+                    for p, m in self.notes]
+        return entries
+
+    def document(self, results: list[FileResult]) -> str:
+        """The one JSON document of --report json, sarif or github-review."""
+        from migrate.review.github_review import review
+        from migrate.review.sarif import sarif_log
+
+        if self.report == "sarif":
+            return json.dumps(sarif_log(self.entries(results), tool_version()), indent=2)
+        if self.report == "github-review":
+            messages = [f"error: {error}" for error in self.errors]
+            messages += [f"{self.name(p)}: {m}" if p else m for p, m in self.notes]
+            return json.dumps(review(results, self.framework, messages), indent=2)
+        return json.dumps(self.entries(results), indent=2)
+
+    def lines(self, results: list[FileResult], searched: set[str], folders: list[str], written: bool) -> list[str]:
+        """The text or markdown report, line by line."""
+        from migrate import report as reports
+
         quiet = [r for r in results if r.path in searched and _only_not_training(r)]
         shown, advised = advised_once([r for r in results if r not in quiet])
-        if self.report == "markdown":
-            _stderr(reports.findings_markdown(shown))
-        else:
-            for result in shown:
-                for line in reports.findings_text(result):
-                    _stderr(line + "\n")
-        for error in self.errors:
-            _error(str(error))
-        for path, message in self.notes:
-            _error(f"{self.name(path)}: {message}" if path else message)
-        for code, count in advised.items():
-            _error(f"{code} above is said once: it applies alike to each of the {count} files that drew it")
+        lines = [reports.findings_markdown(shown).rstrip("\n")] if self.report == "markdown" else []
+        if self.report != "markdown":
+            lines += [line for result in shown for line in reports.findings_text(result)]
+        lines += [f"migrate: {error}" for error in self.errors]
+        lines += [f"migrate: {self.name(path)}: {message}" if path else f"migrate: {message}" for path, message in self.notes]
+        lines += [f"migrate: {code} above is said once: it applies alike to each of the {count} files that drew it"
+                  for code, count in advised.items()]
         if folders:
-            _error(_summary(results, len(quiet), len(self.errors), written))
+            lines.append("migrate: " + _summary(results, len(quiet), len(self.errors), written))
+        return lines
+
+    def emit(self, text: str) -> bool:
+        """The report on stderr, or written atomically to --report-out (an error there is said on stderr)."""
+        from migrate import writing
+
+        if self.report_out is None:
+            _stderr(text)
+            return True
+        data = text.encode("utf-8", "backslashreplace")
+        try:
+            writing.write([writing.Output(self.report_out, data, script=self.report_out)])
+        except InputError as error:
+            _error(f"{error} (--report-out; the report was not written)")
+            return False
+        return True
 
 
 def advised_once(results: list[FileResult]) -> tuple[list[FileResult], dict[str, int]]:
@@ -507,16 +572,17 @@ CLICK_EXCEPTION = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "C
 
 
 def main() -> None:
-    """Run the command line. A usage error reads as click writes it, or, under `--report json`, as
-    the one JSON document stderr holds then (code MIG900), so a CI step can always parse it."""
+    """Run the command line. A usage error reads as click writes it, or, under `--report json` or
+    `sarif`, as the one JSON document stderr holds then (code MIG900), so a CI step can always parse it."""
     command = typer.main.get_command(app)
     try:
         status = command.main(prog_name="migrate", standalone_mode=False)
     except CLICK_EXCEPTION as error:
-        if _json_requested(sys.argv[1:]):
-            entry = {"path": "", "line": 0, "col": 0, "code": "MIG900", "severity": "error",
-                     "message": f"usage: {error.format_message()}"}
-            _stderr(json.dumps([entry], indent=2) + "\n")
+        requested = _report_requested(sys.argv[1:])
+        if requested in ("json", "sarif"):
+            entry: dict[str, object] = {"path": "", "line": 0, "col": 0, "code": "MIG900", "severity": "error",
+                                        "message": f"usage: {error.format_message()}"}
+            _stderr(json.dumps([entry] if requested == "json" else _sarif([entry]), indent=2) + "\n")
         else:
             error.show()
             if type(error).__name__ == "NoSuchOption" and sys.argv[1:2] == ["launch"]:
@@ -529,8 +595,20 @@ def main() -> None:
     sys.exit(status if isinstance(status, int) else EXIT_OK)
 
 
-def _json_requested(arguments: list[str]) -> bool:
-    """Whether the command line asks for `--report json` (either spelling), before any `--`."""
+def _report_requested(arguments: list[str]) -> str | None:
+    """The `--report` format the command line asks for (either spelling; the last one counts, as
+    for click), before any `--`."""
     arguments = arguments[: arguments.index("--")] if "--" in arguments else arguments
-    pairs = zip(arguments, arguments[1:])
-    return "--report=json" in arguments or any(a == "--report" and b == "json" for a, b in pairs)
+    found = None
+    for argument, following in zip(arguments, [*arguments[1:], ""]):
+        if argument.startswith("--report="):
+            found = argument.partition("=")[2]
+        elif argument == "--report":
+            found = following
+    return found
+
+
+def _sarif(entries: list[dict[str, object]]) -> dict[str, object]:
+    from migrate.review.sarif import sarif_log
+
+    return sarif_log(entries, tool_version())

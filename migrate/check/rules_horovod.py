@@ -1,0 +1,108 @@
+"""Check rules for Horovod scripts (those that call `hvd.init()`): the learning rate not scaled by
+`hvd.size()` (DC301), parameters never broadcast (DC302), optimizer state loaded from a checkpoint
+and not broadcast after (DC303), an optimizer not wrapped in `hvd.DistributedOptimizer` (DC304)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+import libcst as cst
+
+from migrate.analysis.index import CallSite, descendants, read_names
+from migrate.check.facts import Hit, Script, argument, is_optimizer
+
+LR_TEXT = re.compile(r"lr|learning_rate", re.IGNORECASE)
+
+
+def _optimizers(script: Script) -> list[CallSite]:
+    return [call for call, name in script.named_calls if is_optimizer(name)]
+
+
+def _distributed_optimizers(script: Script) -> list[CallSite]:
+    return script.calls_ending(".DistributedOptimizer", "horovod.")
+
+
+def _size_calls(script: Script) -> list[CallSite]:
+    return script.calls_ending(".size", "horovod.") + script.calls_ending(".local_size", "horovod.")
+
+
+def lr_not_scaled(script: Script) -> Iterator[Hit]:
+    """DC301: no learning rate the script sets reads hvd.size()."""
+    if not script.horovod or _scaled_somewhere(script):
+        return
+    for call in _optimizers(script):
+        lr = argument(call.node, "lr", 1)
+        yield Hit(lr if lr is not None else call.node,
+                  "learning rate not scaled by hvd.size(): each step averages the gradients of hvd.size() times "
+                  "the batch, so the guide scales the LR with it (lr=args.lr * hvd.size(), with a warm-up for large sizes)")
+
+
+def _scaled_somewhere(script: Script) -> bool:
+    """A statement that reads hvd.size() (or a name bound to it) and speaks of a learning rate."""
+    sizes = _size_calls(script)
+    size_stmts = {call.place.stmt for call in sizes}
+    size_names = {target for stmt in size_stmts for target in _targets(script, stmt)}
+    readers = [stmt for stmt in script.index.scope_of if read_names(stmt) & size_names] if size_names else []
+    return any(LR_TEXT.search(script.text(stmt)) for stmt in [*size_stmts, *readers] if _simple(stmt))
+
+
+def _targets(script: Script, stmt: cst.BaseStatement) -> set[str]:
+    return {b.target for b in script.index.bindings_at(stmt)}
+
+
+def _simple(stmt: cst.BaseStatement) -> bool:
+    return isinstance(stmt, cst.SimpleStatementLine)
+
+
+def parameters_not_broadcast(script: Script) -> Iterator[Hit]:
+    """DC302: no hvd.broadcast_parameters (or broadcast_variables) at all."""
+    if not script.horovod or script.calls_ending(".broadcast_parameters", "horovod.") or \
+            script.calls_ending(".broadcast_variables", "horovod."):
+        return
+    anchors = _distributed_optimizers(script) or _optimizers(script)
+    if anchors:
+        yield Hit(anchors[0].node, "parameters never broadcast: each rank starts from its own random weights and they "
+                  "never meet; call hvd.broadcast_parameters(model.state_dict(), root_rank=0) before training")
+
+
+def optimizer_state_not_broadcast(script: Script) -> Iterator[Hit]:
+    """DC303: an optimizer's load_state_dict with no hvd.broadcast_optimizer_state after it."""
+    if not script.horovod:
+        return
+    names = _optimizer_names(script)
+    broadcasts = script.calls_ending(".broadcast_optimizer_state", "horovod.")
+    for call in script.method_calls("load_state_dict"):
+        owner = call.node.func.value  # type: ignore[attr-defined]
+        if script.text(owner) not in names:
+            continue
+        if any(_runs_after(script, b, call) for b in broadcasts):
+            continue
+        yield Hit(call.node, "optimizer state loaded but never broadcast: ranks that did not load it (or loaded "
+                  "another) step with different state; call hvd.broadcast_optimizer_state(optimizer, root_rank=0) after the load")
+
+
+def _optimizer_names(script: Script) -> set[str]:
+    calls = {id(c.node) for c in [*_optimizers(script), *_distributed_optimizers(script)]}
+    return {b.target for b in script.index.bindings if isinstance(b.value, cst.Call) and id(b.value) in calls}
+
+
+def _runs_after(script: Script, later: CallSite, earlier: CallSite) -> bool:
+    if later.place.scope is not earlier.place.scope:
+        return True
+    return script.order(later.place.stmt) >= script.order(earlier.place.stmt)
+
+
+def optimizer_not_wrapped(script: Script) -> Iterator[Hit]:
+    """DC304: a torch optimizer that no hvd.DistributedOptimizer wraps: gradients are never averaged."""
+    if not script.horovod:
+        return
+    wrappers = _distributed_optimizers(script)
+    inside = {id(n) for w in wrappers for n in descendants(w.node) if n is not w.node}
+    read = set().union(*(read_names(w.node) for w in wrappers)) if wrappers else set()
+    for call in _optimizers(script):
+        if id(call.node) in inside or set(script.index.targets_of(call.node)) & read:
+            continue
+        yield Hit(call.node, "optimizer not wrapped in hvd.DistributedOptimizer: each rank steps on its own gradients "
+                  "and the models drift apart; optimizer = hvd.DistributedOptimizer(optimizer, "
+                  "named_parameters=model.named_parameters())")

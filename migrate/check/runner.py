@@ -1,0 +1,150 @@
+"""Runs the check rules over scripts: `check_source` (text in, violations out, nothing read or
+written), `check_paths` (files and folders, chosen as the to-* commands choose them:
+migrate.paths), and the two ways a run prints (`render_text`, `render_json`).
+
+A file that cannot be read or parsed is an InputError naming the user's path (`path:line:col:
+syntax error: ...`), never a violation. A line that ends with `# noqa` is left out of every rule,
+one with `# noqa: DC401,DC5` out of those codes (prefixes allowed), as ruff does.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import warnings
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+
+from migrate.model import InputError
+from migrate.paths import select as select_files
+from migrate.sources import check_memory, read
+
+NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Z0-9, ]+))?", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One finding of `migrate check`."""
+
+    path: str
+    line: int
+    col: int
+    code: str
+    severity: str
+    message: str
+
+    def render(self) -> str:
+        return f"{self.path}:{self.line}:{self.col}: {self.code} {self.message}"
+
+
+@dataclass
+class Outcome:
+    """What a run over paths found: its violations, the files it could not check, how many it did."""
+
+    violations: list[Violation] = field(default_factory=list)
+    errors: list[InputError] = field(default_factory=list)
+    checked: int = 0
+
+
+def check_source(code: str, path: str = "train.py", rules: Iterable = ()) -> list[Violation]:  # type: ignore[type-arg]
+    """The violations of one script's text, sorted by place (every rule when `rules` is empty).
+    Raises InputError for text that does not parse."""
+    import libcst as cst
+
+    from migrate.check.facts import Script
+    from migrate.check.rules import RULES
+
+    check_memory(path, code)  # libcst aborts the process when it runs out of memory
+    _check_syntax(code, path)
+    try:
+        module = cst.parse_module(code)
+    except cst.ParserSyntaxError as error:
+        raise InputError(path, error.raw_line, error.raw_column + 1, f"syntax error: {error.message}") from None
+    script = Script(path=path, code=code, module=module)
+    found = [_violation(script, rule, hit) for rule in (tuple(rules) or RULES) for hit in rule.find(script)]
+    kept = {v for v in found if not _silenced(code, v)}
+    return sorted(kept, key=lambda v: (v.path != path, v.path, v.line, v.col, v.code))
+
+
+def _violation(script, rule, hit) -> Violation:  # type: ignore[no-untyped-def]
+    if hit.where is not None:
+        path, line, col = hit.where
+    else:
+        path, (line, col) = script.path, script.position(hit.node)
+    return Violation(path, line, col, rule.code, rule.severity, hit.message)
+
+
+def _silenced(code: str, violation: Violation) -> bool:
+    """`# noqa` (every code) or `# noqa: DC401,DC5` on the violation's line."""
+    lines = code.splitlines()
+    if not 0 < violation.line <= len(lines):
+        return False
+    match = NOQA.search(lines[violation.line - 1])
+    if match is None:
+        return False
+    codes = [c.strip().upper() for c in (match.group("codes") or "").split(",") if c.strip()]
+    return not codes or violation.code.startswith(tuple(codes))
+
+
+def _check_syntax(code: str, path: str) -> None:
+    """CPython's compiler first, so a syntax error reads as Python's own, at its place."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            compile(code, path, "exec", dont_inherit=True)
+    except SyntaxError as error:
+        raise InputError(path, error.lineno or 0, error.offset or 0, f"syntax error: {error.msg}") from None
+    except ValueError as error:  # NUL bytes
+        raise InputError(path, 0, 0, f"cannot be compiled: {error}") from None
+
+
+def check_file(path: str, rules: Iterable = ()) -> list[Violation] | InputError:  # type: ignore[type-arg]
+    """One file's violations, or the InputError that says why it could not be checked."""
+    try:
+        return check_source(read(path).text, path, rules)
+    except InputError as error:
+        return error
+    except RecursionError:
+        return InputError(path, 0, 0, "nested too deeply to analyse; not checked", code="MIG901")
+
+
+def check_paths(paths: Iterable[str], rules: Iterable = (), exclude: Iterable[str] = ()) -> Outcome:  # type: ignore[type-arg]
+    """Every file named or found in a folder named (migrate.paths.select), checked."""
+    chosen = tuple(rules)
+    selection = select_files(paths, exclude)
+    outcome = Outcome(errors=list(selection.errors))
+    for found in selection.files:
+        result = check_file(found.path, chosen)
+        if isinstance(result, InputError):
+            outcome.errors.append(result)
+        else:
+            outcome.checked += 1
+            outcome.violations.extend(result)
+    return outcome
+
+
+def render_text(outcome: Outcome) -> tuple[str, str]:
+    """(stdout, stderr): a line per violation; the errors and a closing count line."""
+    out = "".join(v.render() + "\n" for v in outcome.violations)
+    return out, _errors(outcome) + summary(outcome) + "\n"
+
+
+def render_json(outcome: Outcome) -> tuple[str, str]:
+    """(stdout, stderr): a JSON list of {path, line, col, code, severity, message}; errors and the count on stderr."""
+    out = json.dumps([asdict(v) for v in outcome.violations], indent=2) + "\n"
+    return out, _errors(outcome) + summary(outcome) + "\n"
+
+
+def _errors(outcome: Outcome) -> str:
+    return "".join(f"{error}\n" for error in outcome.errors)
+
+
+def summary(outcome: Outcome) -> str:
+    """`Found 3 findings in 2 of 5 files.` / `All checks passed (5 files).`, with the unreadable files."""
+    files = {v.path for v in outcome.violations}
+    checked = f"{outcome.checked} file{'' if outcome.checked == 1 else 's'}"
+    errors = f"; {len(outcome.errors)} could not be checked" if outcome.errors else ""
+    if not outcome.violations:
+        return f"All checks passed ({checked}{errors})."
+    count = len(outcome.violations)
+    return f"Found {count} finding{'' if count == 1 else 's'} in {len(files)} of {checked}{errors}."

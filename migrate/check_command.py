@@ -1,0 +1,70 @@
+"""`migrate check PATH...`: lint scripts that are already distributed (DDP, FSDP, DeepSpeed,
+Horovod, DataParallel) for the guide's pitfalls, ruff-style. The rules are migrate.check's; this
+module is the command line: the files are chosen as the to-* commands choose them, a line per
+finding goes to stdout (`path:line:col: CODE message`, or one JSON list with --report json), the
+errors and a closing count line to stderr. Exit 0 clean, 1 findings, 2 bad input (a file that
+cannot be read or parsed, an unknown code in --select/--ignore, an unknown --report), which wins.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated, Optional
+
+import typer
+
+EXIT_OK, EXIT_FINDINGS, EXIT_BAD_INPUT = 0, 1, 2
+
+Paths = Annotated[Optional[list[str]], typer.Argument(metavar="PATH...", show_default=False, help="Scripts, or folders to search for *.py files (as the to-* commands search them).")]
+Select = Annotated[Optional[str], typer.Option("--select", metavar="CODES", help="Only these rules, comma-separated; a prefix names a family (DC1, DC30). Default: every rule.")]
+Ignore = Annotated[Optional[str], typer.Option("--ignore", metavar="CODES", help="Leave out these rules, comma-separated; prefixes allowed. Example: --ignore DC401,DC8")]
+Report = Annotated[str, typer.Option("--report", metavar="text|json", help="text: `path:line:col: CODE message` lines; json: one list of {path, line, col, code, severity, message}. Both on stdout; errors and the count on stderr.")]
+Exclude = Annotated[Optional[list[str]], typer.Option("--exclude", metavar="GLOB", help="Skip files a folder search finds whose path (relative to the folder) or any folder on the way matches GLOB; repeatable.")]
+ListRules = Annotated[bool, typer.Option("--list-rules", help="Print every rule (code, severity, what it finds) and exit.")]
+
+
+def check(paths: Paths = None, select: Select = None, ignore: Ignore = None, report: Report = "text",
+          exclude: Exclude = None, list_rules: ListRules = False) -> None:
+    """Lint scripts that are already distributed for the pitfalls that break training or hang it.
+
+    It converts nothing and writes nothing. It finds nn.DataParallel; a training DataLoader without
+    a DistributedSampler, shuffle=True beside one, set_epoch never called; Horovod's LR not scaled,
+    weights or optimizer state not broadcast, the optimizer not wrapped; prints, logs and checkpoint
+    writes on every rank; collectives (barrier, all_reduce, a wrapped model's forward, state-dict
+    gathers, save_checkpoint) that only rank 0 reaches; an optimizer built before fully_shard; a
+    `module.` prefix saved into checkpoints; DeepSpeed batch sizes that cannot add up;
+    destroy_process_group missing. `--list-rules` lists the codes. A line ending in `# noqa` (or
+    `# noqa: DC401`) is left out. Exit 0 clean, 1 findings, 2 bad input.
+
+    \b
+    Example:
+      migrate check train.py
+      migrate check --select DC2,DC5 --report json scripts/
+    """
+    from migrate.check.rules import chosen, rule_table, unknown_codes
+    from migrate.check.runner import check_paths, render_json, render_text
+
+    if list_rules:
+        sys.stdout.write(rule_table())
+        raise typer.Exit(EXIT_OK)
+    if report not in ("text", "json"):
+        raise typer.BadParameter(f"{report!r}: choose text or json", param_hint="--report")
+    picked, dropped = _codes(select), _codes(ignore)
+    for option, codes in (("--select", picked), ("--ignore", dropped)):
+        unknown = unknown_codes(codes)
+        if unknown:
+            raise typer.BadParameter(f"{', '.join(unknown)} matches no rule (migrate check --list-rules)", param_hint=option)
+    if not paths:
+        raise typer.BadParameter("give at least one script or folder", param_hint="PATH...")
+    rules = chosen(picked, dropped)
+    outcome = check_paths(paths, rules, tuple(exclude or ()))
+    out, err = (render_json if report == "json" else render_text)(outcome)
+    sys.stdout.write(out)
+    sys.stdout.flush()
+    sys.stderr.write(err)
+    status = EXIT_BAD_INPUT if outcome.errors else EXIT_FINDINGS if outcome.violations else EXIT_OK
+    raise typer.Exit(status)
+
+
+def _codes(text: str | None) -> list[str]:
+    return [code.strip().upper() for code in (text or "").split(",") if code.strip()]
