@@ -336,10 +336,12 @@ NO_FORWARD = frozenset({"parameters", "named_parameters", "buffers", "named_buff
 
 def _gathering_method(ctx: Context, name: str, models: set[str]) -> bool:
     """`model.generate(...)` (or `m.generate(...)` for `m = model.to(device)`) where the wrapper keeps
-    the model's class (no `.module` to go around it)."""
+    the model's class (no `.module` to go around it), or where the module's own layers gather their
+    weights (DeepSpeed at --zero 3: the engine's hooks sit on the user's submodules)."""
     owner, _, method = name.rpartition(".")
-    keeps_class = ctx.wrapper is not None and not ctx.wrapper.through_module
-    return keeps_class and method not in NO_FORWARD and (owner in models or owner in _model_aliases(ctx))
+    wrapper = ctx.wrapper
+    gathers = wrapper is not None and (not wrapper.through_module or wrapper.zero3_partitions and ctx.options.zero == 3)
+    return gathers and method not in NO_FORWARD and (owner in models or owner in _model_aliases(ctx))
 
 
 def _model_aliases(ctx: Context) -> set[str]:

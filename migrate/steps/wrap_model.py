@@ -49,6 +49,7 @@ class Wrapper:
     code: Callable[[Context, ModelSite], str] | None  # `model = DDP(model)\n`; None: a step of the target wraps
     safe: frozenset[str] = WRAPPER_SAFE
     through_module: bool = True
+    zero3_partitions: bool = False  # DeepSpeed: at --zero 3 the user's module's own layers gather their weights
 
 
 def ddp_wrap_code(ctx: Context, site: ModelSite) -> str:

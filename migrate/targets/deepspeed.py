@@ -102,7 +102,8 @@ def conversion() -> Conversion:
     from migrate.steps.zero3_reads import zero3_reads
 
     # deepspeed.initialize (the deepspeed_engine step) wraps; the engine answers these itself
-    engine = Wrapper(code=None, safe=WRAPPER_SAFE | {"backward", "step", "save_checkpoint", "load_checkpoint", "state_dict"})
+    engine = Wrapper(code=None, safe=WRAPPER_SAFE | {"backward", "step", "save_checkpoint", "load_checkpoint", "state_dict"},
+                     zero3_partitions=True)
     steps = (
         refuse_unwrappable,
         setup,
