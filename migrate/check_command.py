@@ -1,7 +1,8 @@
 """`migrate check PATH...`: lint scripts that are already distributed (DDP, FSDP, DeepSpeed,
 Horovod, DataParallel) for the guide's pitfalls, ruff-style. The rules are migrate.check's; this
 module is the command line: the files are chosen as the to-* commands choose them, a line per
-finding goes to stdout (`path:line:col: CODE message`, or one JSON list with --report json), the
+finding goes to stdout (`path:line:col: CODE message`; one JSON list with --report json; one SARIF
+2.1.0 log with --report sarif, for code scanning), the
 errors and a closing count line to stderr. Exit 0 clean, 1 findings, 2 bad input (a file that
 cannot be read or parsed, an unknown code in --select/--ignore, an unknown --report), which wins.
 """
@@ -14,11 +15,12 @@ from typing import Annotated, Optional
 import typer
 
 EXIT_OK, EXIT_FINDINGS, EXIT_BAD_INPUT = 0, 1, 2
+RENDERERS = ("text", "json", "sarif")  # the --report formats
 
 Paths = Annotated[Optional[list[str]], typer.Argument(metavar="PATH...", show_default=False, help="Scripts, or folders to search for *.py files (as the to-* commands search them).")]
 Select = Annotated[Optional[str], typer.Option("--select", metavar="CODES", help="Only these rules, comma-separated; a prefix names a family (DC1, DC30). Default: every rule.")]
 Ignore = Annotated[Optional[str], typer.Option("--ignore", metavar="CODES", help="Leave out these rules, comma-separated; prefixes allowed. Example: --ignore DC401,DC8")]
-Report = Annotated[str, typer.Option("--report", metavar="text|json", help="text: `path:line:col: CODE message` lines; json: one list of {path, line, col, code, severity, message}. Both on stdout; errors and the count on stderr.")]
+Report = Annotated[str, typer.Option("--report", metavar="text|json|sarif", help="text: `path:line:col: CODE message` lines; json: one list of {path, line, col, code, severity, message}; sarif: a SARIF 2.1.0 log, for code scanning. On stdout; errors and the count on stderr.")]
 Exclude = Annotated[Optional[list[str]], typer.Option("--exclude", metavar="GLOB", help="Skip files a folder search finds whose path (relative to the folder) or any folder on the way matches GLOB; repeatable.")]
 ListRules = Annotated[bool, typer.Option("--list-rules", help="Print every rule (code, severity, what it finds) and exit.")]
 
@@ -40,15 +42,16 @@ def check(paths: Paths = None, select: Select = None, ignore: Ignore = None, rep
     Example:
       migrate check train.py
       migrate check --select DC2,DC5 --report json scripts/
+      migrate check --report sarif scripts/ > check.sarif
     """
     from migrate.check.rules import chosen, rule_table, unknown_codes
-    from migrate.check.runner import check_paths, render_json, render_text
+    from migrate.check.runner import check_paths, render_json, render_sarif, render_text
 
     if list_rules:
         sys.stdout.write(rule_table())
         raise typer.Exit(EXIT_OK)
-    if report not in ("text", "json"):
-        raise typer.BadParameter(f"{report!r}: choose text or json", param_hint="--report")
+    if report not in RENDERERS:
+        raise typer.BadParameter(f"{report!r}: choose text, json or sarif", param_hint="--report")
     picked, dropped = _codes(select), _codes(ignore)
     for option, codes in (("--select", picked), ("--ignore", dropped)):
         unknown = unknown_codes(codes)
@@ -58,7 +61,7 @@ def check(paths: Paths = None, select: Select = None, ignore: Ignore = None, rep
         raise typer.BadParameter("give at least one script or folder", param_hint="PATH...")
     rules = chosen(picked, dropped)
     outcome = check_paths(paths, rules, tuple(exclude or ()))
-    out, err = (render_json if report == "json" else render_text)(outcome)
+    out, err = {"text": render_text, "json": render_json, "sarif": render_sarif}[report](outcome)
     sys.stdout.write(out)
     sys.stdout.flush()
     sys.stderr.write(err)

@@ -5,9 +5,13 @@ create) and writes nothing; `--write` applies it, all files or none; `--check` o
 files would change, and what `--write` would refuse.
 Findings go to stderr as `path:line:col: severity: MIGnnn message`; one that says what the target
 itself is (MIG006, the same for every script) is printed once a run, at the first file that drew
-it (JSON keeps every file's entry). `--report sarif` and `github-review` are one JSON document each
-(migrate.review), and `--report-out PATH` writes any report to a file, atomically, instead of
-stderr. The exit status is a sum of
+it (JSON keeps every file's entry). `--report sarif` and `github-review` are one JSON document each,
+`--report markdown` a pull-request description (migrate.review; `--verify-report` adds a verify
+JSON's result), and `--report-out PATH` writes any report to a file, atomically, instead of stderr.
+`-j N` converts the files in N processes (default: the cores), printing exactly what `-j 1`
+prints; on a terminal only, a progress line on stderr and a coloured diff (neither with NO_COLOR;
+no progress with --quiet); a folder run's text report ends with a summary table, unless --quiet.
+The exit status is a sum of
 flags, so a run with both says both: 1 `--check` found files to convert, 2 an error (bad input or
 options, a file that could not be converted, an internal error); 0 neither, 3 both.
 The commands come from the registry (migrate.targets). This module imports no libcst: the API
@@ -21,6 +25,7 @@ import inspect
 import json
 import os
 import shlex
+import signal
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Optional
@@ -84,20 +89,22 @@ def write_help(target: Target) -> str:
     return f"Rewrite the files in place and create {' and '.join(made)} beside each (atomically)."
 Check = Annotated[bool, typer.Option("--check", help="Write nothing; list the files that would change; exit 1 if any (plus 2 if --write would refuse one).")]
 Exclude = Annotated[Optional[list[str]], typer.Option("--exclude", metavar="GLOB", help="Skip files a folder search finds whose path (relative to the folder) or any folder on the way matches GLOB; repeatable. Example: --exclude 'tests' --exclude '*_old.py'")]
-ReportFormat = Annotated[str, typer.Option("--report", metavar="FORMAT", help="How findings are reported (on stderr, or in --report-out's file): text, markdown, json, sarif (SARIF 2.1.0, for code scanning) or github-review (the JSON body of a pull-request review whose suggestions, all accepted, give the --write result).")]
+ReportFormat = Annotated[str, typer.Option("--report", metavar="FORMAT", help="How findings are reported (on stderr, or in --report-out's file): text, markdown (a pull-request description: each change and why, the findings, the files created, the launch command), json, sarif (SARIF 2.1.0, for code scanning) or github-review (the JSON body of a pull-request review whose suggestions, all accepted, give the --write result).")]
 ReportOut = Annotated[Optional[str], typer.Option("--report-out", metavar="PATH", help="Write the report to PATH (atomically) instead of stderr.", show_default=False)]
+VerifyReport = Annotated[Optional[str], typer.Option("--verify-report", metavar="PATH", help="With --report markdown: add the result of `migrate verify` from the JSON that `migrate verify --report json` printed.", show_default=False)]
+Jobs = Annotated[Optional[int], typer.Option("--jobs", "-j", min=1, metavar="N", help="Convert N files at a time, in N processes (default: the number of cores); the output is the same as with -j 1.", show_default=False)]
+Quiet = Annotated[bool, typer.Option("--quiet", help="No progress line and no closing summary table.")]
 # the --report formats of the to-<target> commands
 REPORTS = ("text", "markdown", "json", "sarif", "github-review")
+# those that are one JSON document: nothing else may share stderr with them
+JSON_REPORTS = ("json", "sarif", "github-review")
 
 
 def tool_version() -> str:
     """torch-migrate's installed version, or a word saying it is not installed."""
-    from importlib.metadata import PackageNotFoundError, version
+    from migrate.review.sarif import installed_version
 
-    try:
-        return version("torch-migrate")
-    except PackageNotFoundError:
-        return "unknown (not installed)"
+    return installed_version()
 
 
 def _version(value: bool) -> None:
@@ -133,12 +140,14 @@ def _convert_command(target: Target) -> None:
     own = _parameters(target.command_options) if target.command_options is not None else []
 
     def command(paths: Paths, write: Write = False, check: Check = False, report: ReportFormat = "text",
-                report_out: ReportOut = None, exclude: Exclude = None, **own_values: object) -> None:
+                report_out: ReportOut = None, verify_report: VerifyReport = None, exclude: Exclude = None,
+                jobs: Jobs = None, quiet: Quiet = False, **own_values: object) -> None:
         _one_mode(write, check)
         options = target.command_options(**own_values) if target.command_options is not None else Options()
         _refuse_bad(target.name, options)
         raise typer.Exit(run(target.name, paths, options, write=write, check=check, report=report,
-                             exclude=tuple(exclude or ()), report_out=report_out))
+                             exclude=tuple(exclude or ()), report_out=report_out, verify_report=verify_report,
+                             jobs=jobs, quiet=quiet))
 
     shared = [p for p in _parameters(command) if p.kind is not inspect.Parameter.VAR_KEYWORD]
     shared = [p.replace(annotation=Annotated[bool, typer.Option("--write", help=write_help(target))])
@@ -292,21 +301,26 @@ for _target in REGISTRY:
 
 
 def run(target: str, paths: list[str], options: Options, write: bool, check: bool, report: str,
-        exclude: tuple[str, ...] = (), report_out: str | None = None) -> int:
-    """Convert, then print or write. Returns the exit status."""
-    from migrate import api
+        exclude: tuple[str, ...] = (), report_out: str | None = None, verify_report: str | None = None,
+        jobs: int | None = None, quiet: bool = False) -> int:
+    """Convert (in `jobs` processes; the output does not depend on it), then print or write.
+    Returns the exit status."""
     from migrate.paths import select
 
     if report not in REPORTS:
         _error(f"--report: unknown format {report!r} ({', '.join(REPORTS)})")
         return EXIT_BAD_INPUT
-    out = Output(report, targets()[target].framework, report_out)
+    verified = _verify_report(verify_report, report)
+    if isinstance(verified, str):
+        _error(verified)
+        return EXIT_BAD_INPUT
+    out = Output(report, targets()[target].framework, report_out, target=target, verified=verified, quiet=quiet)
     selection = select(paths, exclude)
     out.errors.extend(selection.errors)
     results: list[FileResult] = []
     searched: set[str] = set()
-    for found in selection.files:
-        outcome = api.migrate_file(found.path, target, options)
+    outcomes = convert_all([found.path for found in selection.files], target, options, jobs, out.progress())
+    for found, outcome in zip(selection.files, outcomes):
         if isinstance(outcome, InputError):
             out.errors.append(outcome)
             continue
@@ -337,6 +351,104 @@ def run(target: str, paths: list[str], options: Options, write: bool, check: boo
     return status
 
 
+def _verify_report(path: str | None, report: str) -> dict[str, object] | str | None:
+    """--verify-report's document, or the message saying why it cannot be used."""
+    if path is None:
+        return None
+    if report != "markdown":
+        return f"--verify-report goes into the pull-request description: add --report markdown (not {report})"
+    from migrate.review.description import read_verify_report
+
+    try:
+        return read_verify_report(path)
+    except InputError as error:
+        return f"{error} (--verify-report)"
+
+
+def default_jobs() -> int:
+    """The cores this process may run on."""
+    counted = getattr(os, "process_cpu_count", None)
+    if counted is not None:
+        return counted() or 1
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def convert_all(paths: list[str], target: str, options: Options, jobs: int | None,
+                progress: "Progress") -> list[FileResult | InputError]:
+    """Each file's conversion, in the order given: in this process for one job or one file,
+    otherwise in a pool of processes (the conversion is CPU-bound pure Python); where no pool can
+    run (no semaphores, a worker killed), in this process after all."""
+    workers = min(jobs or default_jobs(), len(paths))
+    progress.start(len(paths))
+    try:
+        if workers > 1:
+            from concurrent.futures.process import BrokenProcessPool  # here: not on `migrate --help`'s path
+
+            try:
+                return _in_pool(paths, target, options, workers, progress)
+            except (OSError, BrokenProcessPool):
+                progress.start(len(paths))
+        return [progress.advance(_convert_one(path, target, options)) for path in paths]
+    finally:
+        progress.end()
+
+
+def _in_pool(paths: list[str], target: str, options: Options, workers: int,
+             progress: "Progress") -> list[FileResult | InputError]:
+    """The conversions in `workers` processes, results in the order of `paths`. Ctrl-C stops the
+    run at once (the workers ignore it; the files not started are dropped)."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    pool = ProcessPoolExecutor(max_workers=workers, initializer=_ignore_interrupts)
+    chunk = max(1, min(8, len(paths) // (workers * 16)))  # small: every worker busy to the end
+    try:
+        outcomes = pool.map(_convert_one, paths, [target] * len(paths), [options] * len(paths), chunksize=chunk)
+        done = [progress.advance(outcome) for outcome in outcomes]
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
+    return done
+
+
+def _ignore_interrupts() -> None:
+    """A worker leaves Ctrl-C to the parent, which stops the run."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _convert_one(path: str, target: str, options: Options) -> FileResult | InputError:
+    """One file's conversion (what a worker process runs)."""
+    from migrate import api
+
+    return api.migrate_file(path, target, options)
+
+
+class Progress:
+    """`migrate: 12/30 files` on stderr, rewritten in place, and cleared at the end: only when
+    stderr is a terminal, NO_COLOR is not set, the run is not --quiet and stderr is not a JSON report."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.total = self.done = 0
+
+    def start(self, total: int) -> None:
+        self.total, self.done = total, 0
+        self.enabled = self.enabled and total > 1
+
+    def advance(self, outcome: "FileResult | InputError") -> "FileResult | InputError":
+        self.done += 1
+        if self.enabled:
+            _stderr(f"\rmigrate: {self.done}/{self.total} files\x1b[K")
+        return outcome
+
+    def end(self) -> None:
+        if self.enabled:
+            _stderr("\r\x1b[K")
+
+
 def _report_out_usable(path: str, results: list[FileResult]) -> bool:
     """--report-out must name a file that is neither a folder nor a file the run converts or
     creates (a script, its launcher or config): said, and False, otherwise."""
@@ -363,8 +475,10 @@ def _print_diff(changed: list[FileResult], out: "Output") -> int:
     plan = writing.plan(changed)
     for problem in plan.problems:
         out.note(problem.path, f"--write would refuse: {problem.message}")
+    colour = out.colour()
     for result in changed:
-        if not out.stdout_bytes(reports.result_diff(result, base)):
+        diff = reports.result_diff(result, base)
+        if not out.stdout_bytes(reports.coloured(diff) if colour else diff):
             return EXIT_BAD_INPUT
     if not changed and not out.errors:
         out.note("", "nothing to change (the findings above say why)")
@@ -406,15 +520,29 @@ def _write_all(changed: list[FileResult], out: "Output") -> int:
 class Output:
     """Everything a run prints. Findings, errors and notes are the report, on stderr or in the
     --report-out file: one JSON document with --report json, sarif or github-review (nothing else
-    there), otherwise lines. A closed or full stdout is an error."""
+    there), the pull-request description with markdown, otherwise lines. A closed or full stdout is
+    an error."""
 
-    def __init__(self, report: str, framework: str = "", report_out: str | None = None) -> None:
+    def __init__(self, report: str, framework: str = "", report_out: str | None = None, target: str = "",
+                 verified: dict[str, object] | None = None, quiet: bool = False) -> None:
         self.report = report
         self.framework = framework  # the target's, for the review's reasons
         self.report_out = report_out
+        self.target = target  # the CLI name, for the description's launch commands
+        self.verified = verified  # --verify-report's document, for the description
+        self.quiet = quiet
         self.errors: list[InputError] = []
         self.notes: list[tuple[str, str]] = []
         self.stdout_failed = False
+
+    def progress(self) -> Progress:
+        """The progress line: on a terminal's stderr only, and not where stderr holds a JSON document."""
+        json_on_stderr = self.report in JSON_REPORTS and self.report_out is None
+        return Progress(not self.quiet and not json_on_stderr and _terminal(sys.stderr))
+
+    def colour(self) -> bool:
+        """Whether the diff is coloured: stdout is a terminal and NO_COLOR is not set."""
+        return _terminal(sys.stdout)
 
     @staticmethod
     def name(path: str) -> str:
@@ -447,7 +575,7 @@ class Output:
     def finish(self, results: list[FileResult], searched: set[str], folders: list[str], written: bool) -> bool:
         """Report findings (MIG002 for files a folder search found is a count, not a line each),
         then errors and notes, then a summary of the folder search. False if --report-out failed."""
-        if self.report in ("json", "sarif", "github-review"):
+        if self.report in JSON_REPORTS:
             return self.emit(self.document(results) + "\n")
         return self.emit("".join(line + "\n" for line in self.lines(results, searched, folders, written)))
 
@@ -476,21 +604,31 @@ class Output:
         return json.dumps(self.entries(results), indent=2)
 
     def lines(self, results: list[FileResult], searched: set[str], folders: list[str], written: bool) -> list[str]:
-        """The text or markdown report, line by line."""
+        """The text report, or the markdown description, line by line."""
         from migrate import report as reports
 
         quiet = [r for r in results if r.path in searched and _only_not_training(r)]
         shown, advised = advised_once([r for r in results if r not in quiet])
-        lines = [reports.findings_markdown(shown).rstrip("\n")] if self.report == "markdown" else []
-        if self.report != "markdown":
-            lines += [line for result in shown for line in reports.findings_text(result)]
-        lines += [f"migrate: {error}" for error in self.errors]
-        lines += [f"migrate: {self.name(path)}: {message}" if path else f"migrate: {message}" for path, message in self.notes]
-        lines += [f"migrate: {code} above is said once: it applies alike to each of the {count} files that drew it"
-                  for code, count in advised.items()]
+        said = [str(error) for error in self.errors]
+        said += [f"{self.name(path)}: {message}" if path else message for path, message in self.notes]
+        said += [f"{code} above is said once: it applies alike to each of the {count} files that drew it"
+                 for code, count in advised.items()]
         if folders:
-            lines.append("migrate: " + _summary(results, len(quiet), len(self.errors), written))
+            said.append(_summary(results, len(quiet), len(self.errors), written))
+        if self.report == "markdown":
+            return [self.describe(shown, said).rstrip("\n")]
+        lines = [line for result in shown for line in reports.findings_text(result)]
+        lines += [f"migrate: {line}" for line in said]
+        if folders and not self.quiet:
+            lines += summary_table(results, len(self.errors), said_once=set(advised))
         return lines
+
+    def describe(self, results: list[FileResult], messages: list[str]) -> str:
+        """The pull-request description (migrate.review.description) of the run."""
+        from migrate.review.description import Run, description
+
+        launcher = targets()[self.target].launcher if self.target else None
+        return description(results, Run(self.target, self.framework, launcher), self.verified, messages)
 
     def emit(self, text: str) -> bool:
         """The report on stderr, or written atomically to --report-out (an error there is said on stderr)."""
@@ -537,6 +675,33 @@ def _summary(results: list[FileResult], not_training: int, errors: int, written:
              f"{left} left unchanged with findings" if left > 0 else "",
              counted(errors, "error") if errors else ""]
     return f"{counted(len(results) + errors, 'Python file')}: " + ", ".join(p for p in parts if p)
+
+
+def summary_table(results: list[FileResult], errors: int, said_once: set[str] = frozenset()) -> list[str]:  # type: ignore[assignment]
+    """The closing table of a folder run: files changed, unchanged, with errors; findings by code
+    (but the codes `said_once`, whose line above already counts their files)."""
+    failed = errors + sum(1 for r in results if r.error)
+    changed = sum(1 for r in results if r.changed and not r.error)
+    codes: dict[str, int] = {}
+    for result in results:
+        for finding in result.findings:
+            if finding.code not in said_once:
+                codes[finding.code] = codes.get(finding.code, 0) + 1
+    rows = [("changed", str(changed)), ("unchanged", str(len(results) - changed - sum(1 for r in results if r.error))),
+            ("errors", str(failed))]
+    rows += [(f"findings {code}", str(count)) for code, count in sorted(codes.items())]
+    width = max(len(name) for name, _ in rows)
+    return ["migrate: summary"] + [f"  {name:<{width}}  {value:>5}" for name, value in rows]
+
+
+def _terminal(stream: object) -> bool:
+    """Whether a stream is a terminal a person watches, and NO_COLOR (any value) is not set."""
+    if "NO_COLOR" in os.environ:
+        return False
+    try:
+        return bool(stream.isatty())  # type: ignore[attr-defined]
+    except (AttributeError, ValueError, OSError):
+        return False
 
 
 def counted(count: int, noun: str) -> str:

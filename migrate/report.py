@@ -1,6 +1,6 @@
 """Turns FileResults into what people read: a unified diff that `git apply` accepts (a/ b/
-prefixes, created files as /dev/null diffs with their mode), and findings as text, markdown
-or JSON.
+prefixes, created files as /dev/null diffs with their mode; coloured for a terminal), and
+findings as text or JSON (the markdown report is migrate.review.description).
 
 The diff's lines are matched the way `git diff --patience` does, in time about linear in the
 file's length: lines found once on each side anchor it (the longest run of them in the same
@@ -203,6 +203,22 @@ def result_diff(result: FileResult, base: str | None = None) -> bytes:
     return b"".join(parts)
 
 
+# ANSI colours of a diff on a terminal, as git colours one: file headers bold, hunk headers cyan
+COLOURS = ((b"diff --git ", b"\x1b[1m"), (b"new file mode", b"\x1b[1m"), (b"--- ", b"\x1b[1m"), (b"+++ ", b"\x1b[1m"),
+           (b"@@", b"\x1b[36m"), (b"+", b"\x1b[32m"), (b"-", b"\x1b[31m"))
+RESET = b"\x1b[m"
+
+
+def coloured(diff: bytes) -> bytes:
+    """A diff with ANSI colours, for a terminal only (a coloured diff no longer applies)."""
+    out = []
+    for line in lines_of(diff):
+        body = line.removesuffix(b"\n")
+        colour = next((c for prefix, c in COLOURS if body.startswith(prefix)), None)
+        out.append(colour + body + RESET + line[len(body):] if colour else line)
+    return b"".join(out)
+
+
 def findings_text(result: FileResult) -> list[str]:
     return [f.render(display_path(result.path)) for f in result.findings]
 
@@ -211,15 +227,6 @@ def findings_json(results: Iterable[FileResult]) -> str:
     return json.dumps(
         [{"path": display_path(r.path), **_finding_dict(f)} for r in results for f in r.findings], indent=2
     )
-
-
-def findings_markdown(results: Iterable[FileResult]) -> str:
-    rows = ["| file | line | code | severity | message |", "|---|---|---|---|---|"]
-    for result in results:
-        for f in result.findings:
-            message = f.message.replace("|", "\\|")
-            rows.append(f"| {display_path(result.path)} | {f.line} | {f.code} | {f.severity.value} | {message} |")
-    return "\n".join(rows) + "\n"
 
 
 def _finding_dict(finding: Finding) -> dict[str, object]:

@@ -1,6 +1,7 @@
 """Runs the check rules over scripts: `check_source` (text in, violations out, nothing read or
 written), `check_paths` (files and folders, chosen as the to-* commands choose them:
-migrate.paths), and the two ways a run prints (`render_text`, `render_json`).
+migrate.paths), and the ways a run prints (`render_text`, `render_json`, `render_sarif`: SARIF
+2.1.0 through migrate.review.sarif, with the rules' own levels and summaries).
 
 A file that cannot be read or parsed is an InputError naming the user's path (`path:line:col:
 syntax error: ...`), never a violation. A line that ends with `# noqa` is left out of every rule,
@@ -133,6 +134,18 @@ def render_json(outcome: Outcome) -> tuple[str, str]:
     """(stdout, stderr): a JSON list of {path, line, col, code, severity, message}; errors and the count on stderr."""
     out = json.dumps([asdict(v) for v in outcome.violations], indent=2) + "\n"
     return out, _errors(outcome) + summary(outcome) + "\n"
+
+
+def render_sarif(outcome: Outcome) -> tuple[str, str]:
+    """(stdout, stderr): the violations as one SARIF 2.1.0 log, each rule with its code, level and
+    summary (migrate.review.sarif); errors and the count on stderr."""
+    from migrate.check.rules import RULES
+    from migrate.review.sarif import Rule, installed_version, sarif_log
+
+    rules = {r.code: Rule(r.severity, r.summary, f"{r.code}: {r.summary}. `migrate check --list-rules` lists every rule; "
+                          "README.md's `migrate check` section says what each finds.") for r in RULES}
+    log = sarif_log([asdict(v) for v in outcome.violations], installed_version(), rules)
+    return json.dumps(log, indent=2) + "\n", _errors(outcome) + summary(outcome) + "\n"
 
 
 def _errors(outcome: Outcome) -> str:

@@ -25,6 +25,7 @@ REASONS: tuple[tuple[str, str], ...] = (
     (r"destroy_process_group|\.barrier\(|\.join\(\)", "Waits for every rank before the end, so none exits while rank 0 still writes."),
     (r"rank\(\) == 0|RANK\"?, ?\"0\"\) == \"0\"|\.rank\(\) == 0", "Prints and writes files on rank 0 only, once instead of once per rank."),
     (r"map_location", "Loads the checkpoint onto this rank's device."),
+    (r"\.module\.", "Reaches the model's own attributes and weights through the wrapper (`.module`)."),
     (r"local_rank|LOCAL_RANK", "Puts each rank on its own device."),
     (r"exist_ok=True", "Lets every rank create the folder without failing on the others."),
     (r"manual_seed", "Makes every rank draw the same split, or its own batches, as the seed requires."),

@@ -11,6 +11,13 @@ uses what `model.train()` / `model.eval()` return: the engine's return None), an
 that only some ranks reach (MIG121) leaves the file unchanged at ZeRO-3, where it is a collective.
 The optimizer's own `state_dict()` / `load_state_dict()` under ZeRO 1-3 leave it unchanged too
 (MIG118): rank 0's state is only its shard, and the ZeRO optimizer cannot load it back.
+
+Where the engine lives (`deepspeed_device`, before setup): `deepspeed.initialize` moves the module
+to DeepSpeed's accelerator, `cuda:<local rank>` on a GPU host, never the batches. A model the script
+never moves stays on the CPU with its batches, so DeepSpeed is kept there too: the converted script
+sets `DS_ACCELERATOR=cpu` (unless the user set it) before DeepSpeed is imported, where DeepSpeed
+picks its accelerator, and starts gloo (`KeptOnCpu`; MIG130, a note). A model moved only under an
+`if` (or one model moved and another not) is converted as for a GPU, with a warning (MIG131).
 """
 
 from __future__ import annotations
@@ -22,21 +29,117 @@ import os
 
 import libcst as cst
 
-from migrate.analysis.index import Scope, read_names
+from migrate.analysis.index import Scope, read_names, spell
 from migrate.analysis.kinds import Kind, data_loaders, unbatched, value_kind
 from migrate.analysis.models import aliases, is_after, top_statement
 from migrate.analysis.optimizers import OptimizerSide
 from migrate.analysis.ordering import ModelOrdering, NoModelOrdering, engine_orderings
+from migrate.analysis.placement import device_conditions
 from migrate.analysis.sites import LoaderSite, ModelSite
 from migrate.analysis.state_dicts import earlier_names, model_state_dicts
 from migrate.analysis.training import argument, contains
 from migrate.analysis.values import dict_entry, literal_value
-from migrate.rewrite import small_statement_holding
+from migrate.rewrite import small_statement_holding, top_block_imports
 from migrate.steps.base import Context, comment_lines, expression, statements
-from migrate.steps.engine_refusals import held_optimizer_usable, report_no_engine, several_engines_usable
+from migrate.steps.engine_refusals import (
+    held_optimizer_usable,
+    report_kept_on_cpu,
+    report_moved_under_condition,
+    report_no_engine,
+    report_some_moved,
+    several_engines_usable,
+)
+from migrate.steps.epoch_figures import CURRENT_GPU_OR_CPU, reduce_epoch_figures
 from migrate.steps.gathers import outside_open_files, report_gather_on_some_ranks
 from migrate.steps.wrap_model import remove_data_parallel, unwrap_later_uses
-from migrate.targets.deepspeed import CONFIG_NAME
+from migrate.targets.deepspeed import CONFIG_NAME, DEEPSPEED_ON_CPU
+
+
+@dataclasses.dataclass(frozen=True)
+class KeptOnCpu:
+    """Every model DeepSpeed gets stays on the CPU, where the script keeps it: so does DeepSpeed."""
+
+    models: tuple[ModelSite, ...]
+
+
+def deepspeed_device(ctx: Context) -> None:
+    """Before setup: a script that never moves the models DeepSpeed gets keeps them and their
+    batches on the CPU, so DeepSpeed stays there too: its accelerator is the CPU (chosen when
+    `deepspeed` is imported) and its process group gloo (the runtime's setup is DEEPSPEED_ON_CPU)."""
+    models = _engine_models(ctx)
+    if models and all(device_conditions(ctx.index, site) is None for site in models):
+        ctx.record(KeptOnCpu(models))
+        ctx.runtime = DEEPSPEED_ON_CPU
+        _accelerator_on_cpu(ctx)
+
+
+def _engine_models(ctx: Context) -> tuple[ModelSite, ...]:
+    """The modules the engines get (a container's members: the script's own models); () when no
+    engine can be built (deepspeed_engine says why)."""
+    ordering = engine_orderings(ctx.sites)
+    if isinstance(ordering, NoModelOrdering):
+        return ()
+    return tuple(site for engine in ordering for site in (engine.members or (engine.model,)))
+
+
+def _accelerator_on_cpu(ctx: Context) -> None:
+    """`os.environ.setdefault("DS_ACCELERATOR", "cpu")` right before the first import of DeepSpeed
+    that runs: the script's own module-level one when it is in the top import block (new imports go
+    after that block) or the conversion adds none, else the conversion's `import deepspeed`."""
+    ctx.module_name("deepspeed")
+    code = (comment_lines("the script keeps its model and batches on the CPU, so DeepSpeed does too (it picks its device "
+                          "when imported); move them to a GPU to train there")
+            + f'{ctx.module_name("os")}.environ.setdefault("DS_ACCELERATOR", "cpu")\n')
+    new = ctx.plan.module_imports
+    added = next((i for i, stmt in enumerate(new) if _imports_deepspeed(stmt)), None)
+    own = _own_deepspeed_import(ctx)
+    if own is not None and (added is None or top_block_imports(ctx.plan.module, [own])):
+        ctx.plan.insert_before(own, statements("\n" + code))
+    elif added is not None:
+        new[added:added] = statements("\n" + code)
+
+
+def _own_deepspeed_import(ctx: Context) -> cst.BaseStatement | None:
+    """The module-level statement (an import, or the `try:` holding one) that first imports DeepSpeed."""
+    for stmt in ctx.index.import_stmts:
+        scope = ctx.index.scope_of.get(stmt)
+        if _imports_deepspeed(stmt) and scope is not None and scope.is_module:
+            return ctx.index.enclosing_statements(stmt)[-1]
+    return None
+
+
+def _imports_deepspeed(stmt: cst.BaseStatement) -> bool:
+    """`import deepspeed`, `import deepspeed.comm as c`, `from deepspeed.ops.adam import ...`."""
+    for small in getattr(stmt, "body", ()):
+        if isinstance(small, cst.Import) and any((spell(a.name) or "").split(".")[0] == "deepspeed" for a in small.names):
+            return True
+        if isinstance(small, cst.ImportFrom) and small.module is not None and not small.relative:
+            if (spell(small.module) or "").split(".")[0] == "deepspeed":
+                return True
+    return False
+
+
+def report_placement(ctx: Context) -> None:
+    """Last, once the file is converted: MIG130 where DeepSpeed is kept on the CPU; else MIG131 for
+    each model the script moves only under an `if`, or does not move while it moves another."""
+    if KeptOnCpu in ctx.records:
+        for site in ctx.recorded(KeptOnCpu).models:
+            report_kept_on_cpu(ctx, site)
+        return
+    models = _engine_models(ctx)
+    moved = [site for site in models if device_conditions(ctx.index, site) is not None]
+    for site in models:
+        conditions = device_conditions(ctx.index, site)
+        if conditions is None and moved:
+            report_some_moved(ctx, site, moved[0])
+        elif conditions:
+            report_moved_under_condition(ctx, site, min(conditions, key=ctx.position))
+
+
+def epoch_figures(ctx: Context) -> None:
+    """The printed epoch sums reduced where the process group takes them: on the current GPU under
+    NCCL, on the CPU under gloo (also on a GPU host when DeepSpeed is kept on the CPU)."""
+    reduce_epoch_figures(ctx, None if KeptOnCpu in ctx.records else CURRENT_GPU_OR_CPU)
 
 
 def deepspeed_engine(ctx: Context) -> None:

@@ -1,6 +1,9 @@
 """Why no DeepSpeed engine can be built for a script, said in the script's own words (MIG104,
 MIG113, MIG114, MIG129): the models and optimizers seen, and what stands in the way of the one
-`deepspeed.initialize(model=..., optimizer=...)` the conversion writes.
+`deepspeed.initialize(model=..., optimizer=...)` the conversion writes. Also where the engine puts
+a model the script's batches may not follow (migrate.steps.deepspeed_engine decides): DeepSpeed kept
+on the CPU with a model the script never moves (MIG130, a note), and a model moved only under an
+`if`, or not moved while another is, which the engine still moves to the GPU (MIG131).
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from migrate.analysis.index import Binding, ScriptIndex, spell
 from migrate.analysis.ordering import ModelOrdering, NoModelOrdering, Unordered
 from migrate.analysis.sites import ModelSite
 from migrate.analysis.training import calls_in, contains
+from migrate.analysis.upstream import construction
 from migrate.steps.base import Context
 from migrate.steps.wrap_model import report_unwrapped_model
 
@@ -188,3 +192,37 @@ def several_engines_usable(ctx: Context, engines: tuple[ModelOrdering, ...]) -> 
     ctx.report("MIG113", f"{names} each train with their own optimizer, and the step uses {what}; one DeepSpeed engine per "
                f"model is converted only without a GradScaler, clipping or accumulation; {LEFT}", node)
     return False
+
+
+def report_kept_on_cpu(ctx: Context, site: ModelSite) -> None:
+    """MIG130 at the statement that builds the model DeepSpeed is kept on the CPU with."""
+    model = site.spelling
+    ctx.report("MIG130", f"`{model}` is never moved to a device: the script keeps the model and its batches on the CPU, so "
+               "DeepSpeed is kept there too (`DS_ACCELERATOR=cpu` before `import deepspeed`, the gloo backend); on a GPU "
+               "host its engine would otherwise move the model to the GPU at `deepspeed.initialize` while the batches stay "
+               "on the CPU. To train on GPUs, put the model and its batches on a device "
+               '(`device = torch.device("cuda" if torch.cuda.is_available() else "cpu")`, '
+               f"`{model}.to(device)`, `x, y = x.to(device), y.to(device)`) and convert again", _built_at(ctx, site))
+
+
+def report_moved_under_condition(ctx: Context, site: ModelSite, condition: cst.If) -> None:
+    """MIG131 at the `if` the model's move depends on."""
+    ctx.report("MIG131", f"`{site.spelling}` is moved to a device only under `if {ctx.code(condition.test)}:` (line "
+               f"{ctx.position(condition)[0]}): with the condition false on a GPU host, DeepSpeed's engine still moves "
+               "the model to the GPU at `deepspeed.initialize` while the batches stay on the CPU, so the first forward "
+               "would fail there; make the move unconditional, or run the converted script only with the condition "
+               "true on a GPU host", condition)
+
+
+def report_some_moved(ctx: Context, site: ModelSite, moved: ModelSite) -> None:
+    """MIG131 at the statement that builds a model never moved while another one is."""
+    model = site.spelling
+    ctx.report("MIG131", f"`{model}` is never moved to a device while `{moved.spelling}` is: on a GPU host DeepSpeed's "
+               f"engine moves `{model}` to the GPU at `deepspeed.initialize` too while its batches stay on the CPU, so "
+               f"its first forward would fail there; move `{model}` and its batches where `{moved.spelling}` goes",
+               _built_at(ctx, site))
+
+
+def _built_at(ctx: Context, site: ModelSite) -> cst.CSTNode | None:
+    built = construction(ctx.index, site.spelling, site.scope)
+    return built.place.stmt if built is not None else site.wrap_after or site.wrap_before

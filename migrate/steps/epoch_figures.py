@@ -24,6 +24,8 @@ one (migrate.targets.ddp), so a CPU tensor goes to gloo everywhere and needs no 
 DeepSpeed's `deepspeed.init_distributed` starts NCCL alone when CUDA is available, which takes
 CUDA tensors only, so its tensor must go to the current GPU (setup's `torch.cuda.set_device`)
 there and to the CPU under gloo: the device expression follows the same test as the backend.
+Where DeepSpeed is kept on the CPU with a model the script never moves, its group is gloo on every
+host, and so is its tensor: the CPU (migrate.steps.deepspeed_engine.epoch_figures chooses).
 """
 
 from __future__ import annotations

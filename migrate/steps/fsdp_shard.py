@@ -19,6 +19,7 @@ import libcst as cst
 
 from migrate.analysis.blocks import Blocks, model_blocks
 from migrate.analysis.models import aliases, is_after, top_statement
+from migrate.analysis.placement import placed_by_script
 from migrate.analysis.sites import ModelSite
 from migrate.analysis.state_dicts import moved_names
 from migrate.analysis.index import spell
@@ -219,32 +220,7 @@ def _placed(ctx: Context, site: ModelSite) -> bool:
     model: it moves the model after the shard (`self.model = model.to(gpu_id)` in a Trainer: the
     shard puts it there first), or before it, unconditionally (`model = Net().to(device)`). Else
     (never moved, or only under an `if`) the shard takes the device the model is on."""
-    index = ctx.index
-    names = aliases(index, site) | {(name, scope.name) for name, scope in _upstream_names(ctx, site)}
-    moves = [use.place.stmt for use in index.attributes
-             if use.called and use.node.attr.value in ("to", "cuda") and (use.owner, use.place.scope.name) in names]
-    for binding in index.bindings:  # `model = Net().to(device)`, `self.model = model.to(gpu_id)`
-        if (binding.target, binding.place.scope.name) in names and _moves(binding.value):
-            moves.append(binding.place.stmt)
-    for stmt in moves:
-        after = ctx.index.scope_of.get(stmt) is not site.scope or is_after(index, stmt, site)
-        conditions = [around for around in index.enclosing_statements(stmt)[1:]
-                      if isinstance(around, cst.If) and around is not index.main_guard]
-        if after or not conditions:
-            return True
-    return False
-
-
-def _moves(value: cst.BaseExpression | None) -> bool:
-    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):
-        if value.func.attr.value in ("to", "cuda"):
-            return True
-        value = value.func.value
-    return False
-
-
-def _upstream_names(ctx: Context, site: ModelSite) -> list[tuple[str, object]]:
-    return [(link.spelling, link.scope) for link in upstream(ctx.index, site) if link.built is None]
+    return placed_by_script(ctx.index, site)
 
 
 def _is_block(ctx: Context, blocks: Blocks, loop: str) -> str:

@@ -2,7 +2,8 @@
 the engine runs backward and the optimizer step, ZeRO stage, precision, accumulation and
 clipping live in a generated ds_config.json. Output and checkpoints on rank 0, weights
 gathered on every rank first; `nn.parallel.data_parallel(model, x, gpus)` becomes `model(x)` (one
-GPU per process). Artifacts: ds_config.json, a launch script for the `deepspeed`
+GPU per process); a model the script never moves keeps DeepSpeed on the CPU (DS_ACCELERATOR=cpu,
+gloo). Artifacts: ds_config.json, a launch script for the `deepspeed`
 launcher and, for several nodes, its hostfile.
 """
 
@@ -32,6 +33,10 @@ PRECISIONS = ("auto", "fp32", "fp16", "bf16")
 DEEPSPEED_LAUNCHER = torch_distributed(
     "the deepspeed launcher", '{deepspeed}.init_distributed(dist_backend="nccl" if {torch}.cuda.is_available() else "gloo")',
     modules=("deepspeed",))
+# a script that keeps its model on the CPU keeps DeepSpeed there too (DS_ACCELERATOR=cpu): gloo
+# everywhere (migrate.steps.deepspeed_engine.deepspeed_device chooses this one)
+DEEPSPEED_ON_CPU = torch_distributed("the deepspeed launcher", '{deepspeed}.init_distributed(dist_backend="gloo")',
+                                     modules=("deepspeed",))
 
 
 def config_path(script_path: str, ctx: Context) -> str:
@@ -83,10 +88,9 @@ def deepspeed_artifacts(script_path: str, ctx: Context) -> list[Artifact]:
 
 def conversion() -> Conversion:
     from migrate.steps.cpu_optimizer import cpu_optimizer
-    from migrate.steps.deepspeed_engine import deepspeed_engine
+    from migrate.steps.deepspeed_engine import deepspeed_device, deepspeed_engine, epoch_figures, report_placement
     from migrate.steps.distributed_sampler import distributed_sampler
     from migrate.steps.engine_calls import engine_calls
-    from migrate.steps.epoch_figures import CURRENT_GPU_OR_CPU, epoch_figures_on
     from migrate.steps.functional_data_parallel import functional_data_parallel_in_engine
     from migrate.steps.init_process_group import setup, teardown
     from migrate.steps.load_map_location import load_map_location
@@ -106,6 +110,7 @@ def conversion() -> Conversion:
                      zero3_partitions=True)
     steps = (
         refuse_unwrappable,
+        deepspeed_device,  # DeepSpeed on the CPU where the script keeps its model: decided before setup
         setup,
         local_rank_argument,
         local_rank_device,
@@ -117,12 +122,13 @@ def conversion() -> Conversion:
         zero3_reads,
         distributed_sampler,
         same_split,
-        epoch_figures_on(CURRENT_GPU_OR_CPU),  # DeepSpeed's NCCL group takes CUDA tensors only
+        epoch_figures,  # DeepSpeed's NCCL group takes CUDA tensors only; gloo (DeepSpeed on the CPU) CPU ones
         rank_zero,
         shared_files,
         plateau_metric,
         load_map_location,
         teardown,
+        report_placement,  # MIG130/MIG131, once the file is converted
     )
     return Conversion(steps=steps, artifacts=deepspeed_artifacts, runtime=DEEPSPEED_LAUNCHER, wrapper=engine)
 

@@ -7,6 +7,10 @@ import os
 import torch
 import torch.nn as nn
 from torch.utils.data import DataLoader, TensorDataset
+
+# the script keeps its model and batches on the CPU, so DeepSpeed does too (it picks its device
+# when imported); move them to a GPU to train there
+os.environ.setdefault("DS_ACCELERATOR", "cpu")
 import deepspeed
 from torch.utils.data.distributed import DistributedSampler
 import torch.distributed as dist
@@ -29,7 +33,7 @@ def main():
     local_rank = int(os.environ["LOCAL_RANK"])
     if torch.cuda.is_available():
         torch.cuda.set_device(local_rank)
-    deepspeed.init_distributed(dist_backend="nccl" if torch.cuda.is_available() else "gloo")
+    deepspeed.init_distributed(dist_backend="gloo")
     dataset = TensorDataset(torch.randn(512, 8), torch.randn(512, 1))
     loader = DataLoader(dataset, batch_size=args.batch_size, sampler=DistributedSampler(dataset, shuffle=True))
     model = nn.Linear(8, 1)

@@ -4,6 +4,10 @@ import json
 import os
 import torch
 import torch.nn as nn
+
+# the script keeps its model and batches on the CPU, so DeepSpeed does too (it picks its device
+# when imported); move them to a GPU to train there
+os.environ.setdefault("DS_ACCELERATOR", "cpu")
 import deepspeed
 import torch.distributed as dist
 
@@ -25,7 +29,7 @@ def main():
     local_rank = int(os.environ["LOCAL_RANK"])
     if torch.cuda.is_available():
         torch.cuda.set_device(local_rank)
-    deepspeed.init_distributed(dist_backend="nccl" if torch.cuda.is_available() else "gloo")
+    deepspeed.init_distributed(dist_backend="gloo")
 
     batches = torch.randn(50, 32, 8)  # 50 batches of 32 rows
     model = nn.Linear(8, 1)

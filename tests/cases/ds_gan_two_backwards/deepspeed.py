@@ -7,6 +7,10 @@ import os
 import torch
 import torch.nn as nn
 from torch.utils.data import DataLoader, TensorDataset
+
+# the script keeps its model and batches on the CPU, so DeepSpeed does too (it picks its device
+# when imported); move them to a GPU to train there
+os.environ.setdefault("DS_ACCELERATOR", "cpu")
 import deepspeed
 from torch.utils.data.distributed import DistributedSampler
 import torch.distributed as dist
@@ -25,7 +29,7 @@ for key, value in dict(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="12
 local_rank = int(os.environ["LOCAL_RANK"])
 if torch.cuda.is_available():
     torch.cuda.set_device(local_rank)
-deepspeed.init_distributed(dist_backend="nccl" if torch.cuda.is_available() else "gloo")
+deepspeed.init_distributed(dist_backend="gloo")
 
 torch.manual_seed(0)
 points = torch.randn(256, 2) * 0.3 + torch.tensor([1.5, -0.5])

@@ -6,6 +6,10 @@ import os
 import torch
 import torch.nn as nn
 from torch.utils.data import DataLoader, TensorDataset
+
+# the script keeps its model and batches on the CPU, so DeepSpeed does too (it picks its device
+# when imported); move them to a GPU to train there
+os.environ.setdefault("DS_ACCELERATOR", "cpu")
 import deepspeed
 from torch.utils.data.distributed import DistributedSampler
 import torch.distributed as dist
@@ -23,7 +27,7 @@ for key, value in dict(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="12
 local_rank = int(os.environ["LOCAL_RANK"])
 if torch.cuda.is_available():
     torch.cuda.set_device(local_rank)
-deepspeed.init_distributed(dist_backend="nccl" if torch.cuda.is_available() else "gloo")
+deepspeed.init_distributed(dist_backend="gloo")
 
 data = TensorDataset(torch.randn(300, 7), torch.randn(300, 2))
 loader = DataLoader(data, batch_size=20, sampler=DistributedSampler(data, shuffle=True))

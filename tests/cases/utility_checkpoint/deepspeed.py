@@ -8,6 +8,10 @@ import torch.nn as nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from utils import *  # save_checkpoint, AverageMeter
+
+# the script keeps its model and batches on the CPU, so DeepSpeed does too (it picks its device
+# when imported); move them to a GPU to train there
+os.environ.setdefault("DS_ACCELERATOR", "cpu")
 import deepspeed
 from torch.utils.data.distributed import DistributedSampler
 import torch.distributed as dist
@@ -36,7 +40,7 @@ def main():
     local_rank = int(os.environ["LOCAL_RANK"])
     if torch.cuda.is_available():
         torch.cuda.set_device(local_rank)
-    deepspeed.init_distributed(dist_backend="nccl" if torch.cuda.is_available() else "gloo")
+    deepspeed.init_distributed(dist_backend="gloo")
 
     x, y = torch.randn(2048, 10), torch.randint(0, 2, (2048,))
     train_dataset = TensorDataset(x[:1792], y[:1792])

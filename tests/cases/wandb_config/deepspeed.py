@@ -6,6 +6,10 @@ import torch
 import torch.nn as nn
 import wandb
 from torch.utils.data import DataLoader, TensorDataset
+
+# the script keeps its model and batches on the CPU, so DeepSpeed does too (it picks its device
+# when imported); move them to a GPU to train there
+os.environ.setdefault("DS_ACCELERATOR", "cpu")
 import deepspeed
 from torch.utils.data.distributed import DistributedSampler
 import torch.distributed as dist
@@ -18,7 +22,7 @@ def main():
     local_rank = int(os.environ["LOCAL_RANK"])
     if torch.cuda.is_available():
         torch.cuda.set_device(local_rank)
-    deepspeed.init_distributed(dist_backend="nccl" if torch.cuda.is_available() else "gloo")
+    deepspeed.init_distributed(dist_backend="gloo")
 
     run = wandb.init(project="sweeps-demo", config={"lr": 0.01, "batch_size": 32, "epochs": 3}, mode=None if dist.get_rank() == 0 else "disabled")
     config = wandb.config
