@@ -1,8 +1,9 @@
 """One sentence of why for a changed hunk, read from the lines the conversion wrote.
 
 The converted lines name what they do (`DistributedSampler(...)`, `dist.init_process_group(...)`,
-`if dist.get_rank() == 0:`): the first pattern below that the new lines match gives the sentence.
-Lines that match none get the target's framework, so a reviewer always reads a reason.
+`if dist.get_rank() == 0:`): each pattern below that the new lines match gives its sentence, in
+the table's order, so a change that does two things says both. Lines that match none get the
+target's framework, so a reviewer always reads a reason.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ REASONS: tuple[tuple[str, str], ...] = (
     (r"no_sync\(", "Skips the gradient all-reduce on the micro-steps that do not step the optimizer."),
     (r"all_reduce|allreduce", "Reduces the printed figures over every rank, so rank 0 prints what the original did."),
     (r"destroy_process_group|\.barrier\(|\.join\(\)", "Waits for every rank before the end, so none exits while rank 0 still writes."),
+    (r"# computed on every rank", "Computes on every rank what may run the model (every rank must take part), "
+     "then prints it on rank 0."),
     (r"rank\(\) == 0|RANK\"?, ?\"0\"\) == \"0\"|\.rank\(\) == 0", "Prints and writes files on rank 0 only, once instead of once per rank."),
     (r"map_location", "Loads the checkpoint onto this rank's device."),
     (r"\.module\.", "Reaches the model's own attributes and weights through the wrapper (`.module`)."),
@@ -39,10 +42,10 @@ def reason(new_lines: list[str], framework: str) -> str:
     written = [line for line in new_lines if line.strip()]
     if written and all(re.match(r"\s*(import|from)\s", line) for line in written):
         return IMPORTS  # only imports: whatever they name, they serve the other changes
-    text = "\n".join(new_lines)
-    for pattern, sentence in REASONS:
-        if re.search(pattern, text, re.MULTILINE):
-            return sentence
+    text = "\n".join(line for line in new_lines if not re.match(r"\s*(import|from)\s", line))
+    found = [sentence for pattern, sentence in REASONS[:-1] if re.search(pattern, text, re.MULTILINE)]
+    if found:
+        return " ".join(found)
     if not new_lines:
         return f"Removed for the conversion to {framework}."
     return f"Part of the conversion to {framework}."
