@@ -32,3 +32,10 @@ def test_an_import_beside_a_wrap_does_not_add_the_import_sentence() -> None:
 
 def test_lines_no_pattern_knows_still_get_a_reason() -> None:
     assert reason(["x = 1"], "Horovod") == "Part of the conversion to Horovod."
+
+
+def test_horovod_s_synchronize_and_deepspeed_s_engine_are_said_in_their_own_words() -> None:
+    assert reason(["        optimizer.synchronize()"], "Horovod").startswith("Waits for Horovod's gradient averaging")
+    horovod_step = reason(["        with optimizer.skip_synchronize():", "            optimizer.step()"], "Horovod")
+    assert "engine" not in horovod_step
+    assert "The engine runs the backward" in reason(["        model.backward(loss)", "        model.step()"], "DeepSpeed")

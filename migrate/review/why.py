@@ -22,6 +22,13 @@ REASONS: tuple[tuple[str, str], ...] = (
     (r"DistributedSampler", "Gives each rank its own shard of the training data."),
     (r"\.set_epoch\(", "Shuffles the shards differently each epoch, as the original shuffled its data."),
     (r"no_sync\(", "Skips the gradient all-reduce on the micro-steps that do not step the optimizer."),
+    (r"\.synchronize\(\)", "Waits for Horovod's gradient averaging before the gradients are read (clipping, unscaling)."),
+    (r"skip_synchronize", "Steps without averaging the gradients a second time (they were averaged above)."),
+    (r"\* hvd\.size\(\)", "Scales the learning rate by the number of ranks, as Horovod's recipe does for the larger global batch."),
+    (r"DS_ACCELERATOR", "Keeps DeepSpeed on the CPU, where the script keeps its model and batches."),
+    (r"set_gradient_accumulation_boundary", "Tells the engine where the script's accumulation window ends, so it steps where the original did."),
+    (r"\w\.backward\(\w+\)", "The engine runs the backward and the optimizer step (scaling, clipping and zeroing included)."),
+    (r"get_model_state_dict|full_tensor\(|GatheredParameters|StateDictOptions", "Gathers the full weights on every rank, so rank 0 saves or reads a whole model."),
     (r"all_reduce|allreduce", "Reduces the printed figures over every rank, so rank 0 prints what the original did."),
     (r"destroy_process_group|\.barrier\(|\.join\(\)", "Waits for every rank before the end, so none exits while rank 0 still writes."),
     (r"# computed on every rank", "Computes on every rank what may run the model (every rank must take part), "
