@@ -7,7 +7,11 @@ every weight, and torch 2.13 refuses:
   model.parameters())`, a target network's soft update) or averaged into one
   (`ema.update_parameters(model)`): "mixed torch.Tensor and DTensor";
 - a weight taken out to a plain tensor (`model.weight.detach().cpu()`): only this rank's rows,
-  and the same mixed-tensor error once it meets a plain tensor.
+  and the same mixed-tensor error once it meets a plain tensor;
+- the same in a loop over `model.parameters()` or `model.named_parameters()`: the loop's weight
+  viewed or turned into an array (`p.view(-1)`, `p.data.cpu().numpy()`, `np.histogram(p.data...)`),
+  which DTensor refuses. In-place updates there (`p.data.clamp_(...)`, a WGAN clip) work on the
+  shards and are kept.
 The converted script would crash there, so the file is left unchanged (MIG307), the line named.
 """
 
@@ -24,6 +28,7 @@ from migrate.steps.base import Context
 
 WEIGHT_READS = ("parameters", "named_parameters", "state_dict")
 COPIES = ("copy.deepcopy", "torch.optim.swa_utils.AveragedModel")  # AveragedModel deep-copies the module it averages
+LOOP_READS = frozenset({"view", "numpy", "tolist"})  # a DTensor has no plain view or array
 TAKEN_OUT = re.compile(r"\.(?:weight|bias)(?:\.\w+|\[[^]]*\])*\.(?:cpu|numpy|tolist|detach|data)\b")
 
 
@@ -59,6 +64,9 @@ def _unfollowable(ctx: Context, site: ModelSite) -> tuple[cst.CSTNode, str] | No
             sharded = [a for a in arguments if _reads_weights(a, names, call.place.scope.name)]
             if sharded and len(sharded) < len(arguments):
                 return call.node, f"`{ctx.code(call.node)}` pairs its weights with another module's"
+    found = _read_in_a_loop(ctx, site, names)
+    if found is not None:
+        return found
     for use in index.attributes:
         owner_root = use.owner.split(".")[0] if not use.owner.startswith("self.") else ".".join(use.owner.split(".")[:2])
         if use.called or use.node.attr.value not in ("weight", "bias"):
@@ -80,3 +88,45 @@ def _reads_weights(value: cst.BaseExpression, names: set[tuple[str, str]], scope
             return True
         value = value.func.value
     return False
+
+
+def _read_in_a_loop(ctx: Context, site: ModelSite, names: set[tuple[str, str]]) -> tuple[cst.CSTNode, str] | None:
+    """`for name, p in model.named_parameters(): ... p.view(-1) ... np.histogram(p.data...)` after the shard."""
+    index = ctx.index
+    for loop in index.loops:
+        node = loop.node
+        if not isinstance(node, cst.For) or not isinstance(node.iter, cst.Call):
+            continue
+        if not _reads_weights(node.iter, names, loop.place.scope.name) or not is_after(index, loop.place.stmt, site):
+            continue
+        weight = node.target.elements[-1].value if isinstance(node.target, cst.Tuple) else node.target
+        if not isinstance(weight, cst.Name):
+            continue
+        read = _tensor_read(ctx, node.body, weight.value)
+        if read is not None:
+            return read, (f"`{ctx.code(read)}` reads a weight of the sharded model (`{ctx.code(node.iter)}`) as a plain "
+                          "tensor")
+    return None
+
+
+def _tensor_read(ctx: Context, body: cst.CSTNode, weight: str) -> cst.CSTNode | None:
+    """The first `weight...view(...)`/`.numpy()`/`.tolist()`, or `np.f(weight...)`, in `body`."""
+    found: list[cst.CSTNode] = []
+
+    class Reads(cst.CSTVisitor):
+        def visit_Call(self, call: cst.Call) -> None:
+            func = call.func
+            if isinstance(func, cst.Attribute) and func.attr.value in LOOP_READS and _rooted(func.value, weight):
+                found.append(call)
+            elif (ctx.index.qualify(func) or "").startswith("numpy.") and any(_rooted(a.value, weight) for a in call.args):
+                found.append(call)
+
+    body.visit(Reads())
+    return found[0] if found else None
+
+
+def _rooted(value: cst.BaseExpression, weight: str) -> bool:
+    """`p`, `p.data`, `p.data.cpu()`, `p.detach().cpu()`: an expression made from the loop's weight."""
+    while isinstance(value, (cst.Attribute, cst.Call, cst.Subscript)):
+        value = value.func if isinstance(value, cst.Call) else value.value
+    return isinstance(value, cst.Name) and value.value == weight

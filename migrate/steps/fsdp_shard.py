@@ -8,9 +8,20 @@ weights that then follows the shard becomes `set_model_state_dict` (migrate.step
 Each repeated block (migrate.analysis.blocks) is sharded on its own, then the model, so that a
 forward gathers one block's weights at a time. FSDP2 keeps the user's class (`fully_shard`
 changes the module in place), so nothing is routed through `.module`; methods other than
-forward() that the script calls on the model are registered with `register_fsdp_forward_method`,
-or they would read the shards instead of the weights. A method of a class this run cannot read
-is reported (MIG302) instead: registering an attribute that is a submodule would fail.
+forward() that the script calls on the model after the shard are registered with
+`register_fsdp_forward_method` when they run its layers (`generate`), or they would read the shards
+instead of the weights. Never a method that builds the optimizer (`configure_optimizers`, one that
+calls `torch.optim.*` or returns the model's parameters): registered, it would hold the weights
+gathered for the call, which never change again (measured: embeddings 0.0 change after 30 steps);
+unregistered it holds the shards, as it must. A method that rewrites the weights (`init_weights`,
+`reset_parameters`, one that assigns `.data`, calls `.copy_` or `nn.init.*`) called after the shard
+is refused (MIG309): registered, its rewrite lands on gathered weights that are then discarded, and
+unregistered it meets DTensor shards that plain tensors cannot be copied into; moving the shard below
+it would put it after the optimizer, which must hold the shards. A method of a class this run cannot
+read is reported (MIG302) instead: registering an attribute that is a submodule would fail.
+A submodule cast to another dtype than the rest of the model before the shard (`model.body.half()`,
+or `model.half()` then `model.norm.float()`) is sharded as its own unit first: FSDP2 needs one dtype
+per unit ("FSDP expects uniform original parameter dtype" at the first forward).
 """
 
 from __future__ import annotations
@@ -52,6 +63,7 @@ def fsdp_shard(ctx: Context) -> None:
 
 def shard(ctx: Context, site: ModelSite) -> None:
     """The fully_shard calls for one model: where DDP would wrap it, or above its optimizer."""
+    _below_its_casts(ctx, site, model_blocks(ctx.index, site, ctx.path, ctx.options.shard))
     moved = _above_its_optimizer(ctx, site)
     if moved is not None and _binds_on_the_same_line(ctx, moved, site):
         ctx.report("MIG308", f"`{ctx.code(moved).strip()}` builds `{site.spelling}` and an optimizer over it on one "
@@ -61,6 +73,9 @@ def shard(ctx: Context, site: ModelSite) -> None:
         return
     blocks = model_blocks(ctx.index, site, ctx.path, ctx.options.shard)
     methods, parts = _called_outside_forward(ctx, site, blocks)
+    if ctx.refused:
+        return
+    parts = _cast_parts(ctx, site, blocks) + [part for part in parts if part not in _cast_parts(ctx, site, blocks)]
     new = statements(_shard_code(ctx, site, blocks, moved, parts) + _registrations(ctx, site, methods))
     if site.wrap_before is not None:
         ctx.plan.insert_before(site.wrap_before, new)
@@ -192,8 +207,11 @@ def _shard_code(ctx: Context, site: ModelSite, blocks: Blocks, moved: cst.BaseSt
             f"    if {_is_block(ctx, blocks, loop)}:",
             f"        {fully_shard}({loop}{extra})",
         ]
+    casts = _cast_parts(ctx, site, blocks)
     for part in parts:  # its own unit: its hooks gather its weights when the script calls it directly
-        lines.append(f"{fully_shard}({model}.{part}{extra})  # called directly, not only through {model}'s forward")
+        why = "cast to its own dtype: FSDP2 needs one dtype per unit" if part in casts else \
+            f"called directly, not only through {model}'s forward"
+        lines.append(f"{fully_shard}({model}.{part}{extra})  # {why}")
     lines.append(f"{fully_shard}({model}{extra})")
     return "\n".join(lines) + "\n"
 
@@ -302,6 +320,12 @@ def _called_outside_forward(ctx: Context, site: ModelSite, blocks: Blocks) -> tu
                 or (use.owner, use.place.scope.name) not in names or not is_after(index, use.place.stmt, site)):
             continue
         seen.add(attribute)
+        kind = _method_kind(ctx, blocks, attribute)
+        if kind == "optimizer":
+            continue  # it must hold the shards: run on the sharded parameters as they are
+        if kind == "weights":
+            _refuse_weight_rewrite(ctx, site, use)
+            return [], []
         if attribute in blocks.methods:
             methods.append(attribute)
         elif attribute in blocks.parts:
@@ -321,3 +345,169 @@ def _registrations(ctx: Context, site: ModelSite, methods: list[str]) -> str:
     register = ctx.imported(FSDP, "register_fsdp_forward_method")
     return "".join(f'{register}({site.spelling}, "{method}")  # gathers the weights around it, as around forward()\n'
                    for method in methods)
+
+
+OPTIMIZER_BUILDERS = frozenset({"configure_optimizers", "configure_optimizer", "build_optimizer", "make_optimizer"})
+WEIGHT_REWRITERS = frozenset({"init_weights", "reset_parameters", "initialize_weights", "init_parameters"})
+CASTS = frozenset({"half", "float", "double", "bfloat16"})
+
+
+def _method_kind(ctx: Context, blocks: Blocks, name: str) -> str | None:
+    """"optimizer" for a method that builds the optimizer, "weights" for one that rewrites the
+    weights, else None (it runs layers, or does not touch the weights): by its body when its class
+    is in this file, else by its name."""
+    found = _method_def(ctx, blocks.model_class, name, 0)
+    if found is None:
+        return "optimizer" if name in OPTIMIZER_BUILDERS else "weights" if name in WEIGHT_REWRITERS else None
+    if name in OPTIMIZER_BUILDERS or _builds_optimizer(ctx, found):
+        return "optimizer"
+    if name in WEIGHT_REWRITERS or _rewrites_weights(ctx, blocks, found, 0):
+        return "weights"
+    return None
+
+
+def _method_def(ctx: Context, class_name: str | None, name: str, depth: int) -> cst.FunctionDef | None:
+    """The `def name` of a class of this file, or of its bases in this file."""
+    cls = ctx.index.classes.get(class_name or "")
+    if cls is None or depth > 5:
+        return None
+    for stmt in cls.body.body:
+        if isinstance(stmt, cst.FunctionDef) and stmt.name.value == name:
+            return stmt
+    for base in cls.bases:
+        found = _method_def(ctx, spell(base.value), name, depth + 1)
+        if found is not None:
+            return found
+    return None
+
+
+def _builds_optimizer(ctx: Context, method: cst.FunctionDef) -> bool:
+    """It calls `torch.optim.*`, or returns the model's parameters (`return [{"params": ...}]`)."""
+    for node in _descendants(method):
+        if isinstance(node, cst.Call) and (ctx.index.qualify(node.func) or "").startswith("torch.optim."):
+            return True
+        if isinstance(node, cst.Return) and node.value is not None and any(
+                isinstance(inner, cst.Call) and isinstance(inner.func, cst.Attribute)
+                and inner.func.attr.value in ("parameters", "named_parameters") for inner in _descendants(node.value)):
+            return True
+    return False
+
+
+def _rewrites_weights(ctx: Context, blocks: Blocks, method: cst.FunctionDef, depth: int) -> bool:
+    """It assigns `.data`, calls `.copy_` or `nn.init.*`, or a method of the class that does."""
+    for node in _descendants(method):
+        if isinstance(node, (cst.Assign, cst.AugAssign)):
+            targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+            if any(isinstance(t, cst.Attribute) and t.attr.value == "data" for t in targets):
+                return True
+        if not isinstance(node, cst.Call):
+            continue
+        qualified = ctx.index.qualify(node.func) or ""
+        if qualified.startswith("torch.nn.init.") or (isinstance(node.func, cst.Attribute) and node.func.attr.value == "copy_"):
+            return True
+        called = qualified.removeprefix("self.") if qualified.startswith("self.") and qualified.count(".") == 1 else None
+        if called in ("apply",) and node.args:  # `self.apply(self._init_weights)`
+            called = (spell(node.args[0].value) or "").removeprefix("self.")
+        inner = _method_def(ctx, blocks.model_class, called, 0) if called and depth < 3 else None
+        if inner is not None and inner is not method and (called in WEIGHT_REWRITERS or _rewrites_weights(ctx, blocks, inner, depth + 1)):
+            return True
+    return False
+
+
+def _descendants(node: cst.CSTNode) -> list[cst.CSTNode]:
+    found: list[cst.CSTNode] = []
+
+    class Collect(cst.CSTVisitor):
+        def on_visit(self, visited: cst.CSTNode) -> bool:
+            found.append(visited)
+            return True
+
+    node.visit(Collect())
+    return found
+
+
+def _refuse_weight_rewrite(ctx: Context, site: ModelSite, use) -> None:  # type: ignore[no-untyped-def]
+    """MIG309: a method that rewrites the weights, called after the shard."""
+    ctx.report("MIG309", f"`{ctx.code(use.node)}(...)` rewrites `{site.spelling}`'s weights after it is sharded: "
+               "registered with register_fsdp_forward_method, the rewrite would land on gathered weights that are "
+               "discarded after the call, and unregistered it meets DTensor shards; call it before the optimizer is "
+               "built (the shard goes there), or rewrite the weights before the shard; the file is left unchanged",
+               use.node)
+    ctx.refused = True
+
+
+def _cast_parts(ctx: Context, site: ModelSite, blocks: Blocks) -> list[str]:
+    """The submodules the script casts to a dtype of their own before the shard (`model.body.half()`,
+    `model.norm.float()`), which are not already their own unit as blocks: each is sharded first."""
+    index = ctx.index
+    names = aliases(index, site)
+    found: list[str] = []
+    for call in index.calls:
+        func = call.node.func
+        if not isinstance(func, cst.Attribute) or not _is_cast(ctx, call.node):
+            continue
+        owner = spell(func.value) or ""
+        root, _, part = owner.partition(".")
+        if (not part or part in found or (root, call.place.scope.name) not in names
+                or is_after(index, call.place.stmt, site) or _is_block_part(ctx, blocks, part)):
+            continue
+        found.append(part)
+    return found
+
+
+def _below_its_casts(ctx: Context, site: ModelSite, blocks: Blocks) -> None:
+    """A submodule cast after the model is built (`model = Net()` then `model.body.half()`), or a
+    method that rewrites its weights (`model.init_weights()`): the shard goes below the last such
+    call of its block (still above an optimizer built there: `_above_its_optimizer`), so that each
+    unit holds the dtype it trains in and the rewrite lands on the weights that are sharded."""
+    index = ctx.index
+    anchor = site.wrap_before or site.wrap_after
+    assert anchor is not None
+    block, position = index.block_of[anchor]
+    names = {name for name, scope in aliases(index, site) if scope == site.scope.name}
+    last: cst.BaseStatement | None = None
+    for call in index.calls:
+        func = call.node.func
+        if not isinstance(func, cst.Attribute):
+            continue
+        root, _, part = (spell(func.value) or "").partition(".")
+        rewrite = not part and root in names and _method_kind(ctx, blocks, func.attr.value) == "weights"
+        if not rewrite and not (part and _is_cast(ctx, call.node)):
+            continue
+        top = top_statement(index, call.place.stmt, block) if root in names else None
+        if top is None or call.place.scope is not site.scope:
+            continue
+        at = index.block_of[top][1]
+        if (at >= position if site.wrap_before is not None else at > position) and (
+                last is None or at > index.block_of[last][1]):
+            last = top
+    if last is not None:
+        site.wrap_before, site.wrap_after = None, last
+
+
+def _is_cast(ctx: Context, call: cst.Call) -> bool:
+    """`.half()`, `.float()`, `.bfloat16()`, `.double()`, `.to(torch.float16)`, `.to(dtype=...)`."""
+    assert isinstance(call.func, cst.Attribute)
+    attribute = call.func.attr.value
+    if attribute in CASTS and not call.args:
+        return True
+    if attribute != "to":
+        return False
+    return any((arg.keyword is not None and arg.keyword.value == "dtype")
+               or (ctx.index.qualify(arg.value) or "").startswith(("torch.float", "torch.half", "torch.bfloat", "torch.double"))
+               for arg in call.args)
+
+
+def _is_block_part(ctx: Context, blocks: Blocks, part: str) -> bool:
+    """Whether `self.<part>` is built as an instance of a block class (then the block loop shards it)."""
+    cls = ctx.index.classes.get(blocks.model_class or "")
+    head = part.split(".")[0]
+    if cls is None or not blocks.classes:
+        return False
+    block_names = {each.name for each in blocks.classes}
+    for node in _descendants(cls):
+        if isinstance(node, cst.Assign) and isinstance(node.value, cst.Call):
+            if any(spell(t.target) == f"self.{head}" for t in node.targets):
+                built = (spell(node.value.func) or "").rsplit(".", 1)[-1]
+                return built in block_names and "." not in part
+    return False

@@ -138,5 +138,6 @@ FSDP = Target(
         "MIG307": (Severity.WARNING, "FSDP: the script copies the sharded model, pairs its weights with another module's, or takes a weight out as a plain tensor: left unchanged"),
         "MIG308": (Severity.WARNING, "FSDP: the model and an optimizer over it are built on one line, where the shard cannot go between them: left unchanged"),
         "MIG306": (Severity.WARNING, "FSDP: a DistributedDataParallel wrap the move to fully_shard cannot follow: left unchanged"),
+        "MIG309": (Severity.WARNING, "FSDP: a method that rewrites the model's weights (init_weights, reset_parameters) is called after the shard: left unchanged"),
     },
 )
