@@ -112,8 +112,8 @@ def test_set_epoch_is_not_needed_without_shuffling():
 
 # -- DC301-DC304 ------------------------------------------------------------------------------------
 def test_horovod_script_missing_everything():
-    found = codes("opt = torch.optim.SGD(model.parameters(), lr=0.1)\n", head=HVD_HEAD)
-    assert sorted(found) == ["DC301", "DC302", "DC304"]
+    body = "opt = torch.optim.SGD(model.parameters(), lr=0.1)\nshard = torch.randn(8, 2)[hvd.rank()::hvd.size()]\n"
+    assert sorted(codes(body, head=HVD_HEAD)) == ["DC301", "DC302", "DC304"]
 
 
 def test_horovod_script_done_right_is_clean():
@@ -312,3 +312,111 @@ def test_converted_samples_check_clean(sample: Path, target: str):
     converted = migrate_source(sample.read_text(), target, options, path=str(sample))
     assert converted.changed
     assert [v.render() for v in check_source(converted.new, str(sample))] == []
+
+
+# -- rules narrowed on the shapes of the tool's own outputs (tests/test_check_goldens.py) ----------
+def test_horovod_lr_is_not_flagged_when_the_data_is_not_sharded():
+    body = """
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1))
+    hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+    for step in range(10):
+        x = torch.randn(4, 2)
+        opt.zero_grad()
+        model(x).sum().backward()
+        opt.step()
+    """
+    assert codes(body, head=HVD_HEAD) == []
+    sharded = body.replace("x = torch.randn(4, 2)", "x = data[hvd.rank()::hvd.size()]")
+    assert codes("data = torch.randn(64, 2)\n" + textwrap.dedent(sharded), head=HVD_HEAD) == ["DC301"]
+
+
+def test_horovod_optimizer_from_a_factory_that_is_wrapped_after_is_not_unwrapped():
+    body = """
+    def make(m):
+        return torch.optim.SGD(m.parameters(), lr=0.1 * hvd.size())
+    opt = make(model)
+    opt = hvd.DistributedOptimizer(opt)
+    hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+    """
+    assert codes(body, head=HVD_HEAD) == []
+    assert codes(body.replace("opt = hvd.DistributedOptimizer(opt)", "pass"), head=HVD_HEAD) == ["DC304"]
+
+
+def test_averaged_model_is_not_an_optimizer():
+    body = """
+    from torch.optim.swa_utils import AveragedModel
+    averaged = AveragedModel(model)
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1 * hvd.size()))
+    hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+    """
+    assert codes(body, head=HVD_HEAD) == []
+
+
+def test_the_projects_own_save_checkpoint_under_a_guard_is_not_the_engines():
+    head = "import deepspeed\nimport torch.distributed as dist\nfrom utils import save_checkpoint\nimport utils\n" \
+           "deepspeed.init_distributed()\nengine, _, _, _ = deepspeed.initialize(model=m)\n"
+    body = "if dist.get_rank() == 0:\n    save_checkpoint({})\n    utils.save_checkpoint({})\ndist.destroy_process_group()\n"
+    assert codes(body, head=head) == []
+    assert codes(body.replace("    utils.save", "    engine.save"), head=head) == ["DC501"]
+
+
+def test_module_prefix_kept_on_purpose_is_not_flagged():
+    body = "net = torch.nn.Linear(1, 1)\nmodel = DDP(net)\nif rank == 0:\n    torch.save(model.state_dict(), 'm.pt'){}\n"
+    assert codes(body.format("")) == ["DC602"]
+    assert codes(body.format("  # keys keep the module. prefix of the DataParallel checkpoints")) == []
+    loads = "sd = {k.removeprefix('module.'): v for k, v in torch.load('m.pt').items()}\n"
+    assert codes(loads + body.format("")) == []
+
+
+STREAM = """
+class Stream(torch.utils.data.IterableDataset):
+    def __iter__(self):
+        {body}
+model = DDP(torch.nn.Linear(1, 1))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+loader = DataLoader(Stream(), batch_size=2)
+for x in loader:
+    opt.zero_grad()
+    model(x).sum().backward()
+    opt.step()
+"""
+
+
+def test_an_iterable_dataset_is_told_how_to_split_it_and_one_split_by_rank_is_clean():
+    found = check_source(DDP_HEAD + STREAM.format(body="yield from range(8)") + "dist.destroy_process_group()\n")
+    assert [v.code for v in found] == ["DC201"]
+    assert "iterable dataset" in found[0].message and "DistributedSampler(dataset)" not in found[0].message
+    split = "yield from range(dist.get_rank(), 8, dist.get_world_size())"
+    assert codes(textwrap.indent(STREAM.format(body=split), "")) == []
+
+
+# -- DC802 ------------------------------------------------------------------------------------------
+NCCL_HEAD = DDP_HEAD.replace('init_process_group("gloo")', 'init_process_group(backend="nccl")')
+
+
+def test_nccl_collective_on_a_cpu_tensor_and_ddp_of_a_model_left_on_the_cpu():
+    body = """
+    t = torch.zeros(3)
+    dist.all_reduce(t)
+    dist.broadcast(torch.tensor([1.0]), src=0)
+    model = DDP(torch.nn.Linear(2, 2))
+    """
+    assert codes(body, head=NCCL_HEAD) == ["DC802", "DC802", "DC802"]
+
+
+def test_nccl_with_cuda_tensors_a_moved_model_or_a_cpu_backend_is_clean():
+    body = """
+    t = torch.zeros(3, device="cuda")
+    dist.all_reduce(t)
+    u = torch.ones(2)
+    u = u.cuda()
+    dist.all_reduce(u)
+    dist.all_reduce(torch.ones(1, device=device))
+    net = torch.nn.Linear(2, 2).cuda()
+    model = DDP(net)
+    """
+    assert codes("device = 'cuda'\n" + textwrap.dedent(body), head=NCCL_HEAD) == []
+    cpu_only = "t = torch.zeros(3)\ndist.all_reduce(t)\nmodel = DDP(torch.nn.Linear(2, 2))\n"
+    assert codes(cpu_only) == []  # gloo
+    mixed = DDP_HEAD.replace('"gloo"', '"cpu:gloo,cuda:nccl"')
+    assert codes(cpu_only, head=mixed) == []

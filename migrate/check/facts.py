@@ -126,6 +126,7 @@ def is_literal(node: cst.BaseExpression | None, value: object) -> bool:
 
 
 def is_optimizer(name: str) -> bool:
-    """`torch.optim.SGD`-like constructors (not schedulers)."""
+    """`torch.optim.SGD`-like constructors (not schedulers, nor swa_utils' AveragedModel and SWALR)."""
     last = name.rsplit(".", 1)[-1]
-    return name.startswith("torch.optim.") and "lr_scheduler" not in name and last[:1].isupper()
+    return name.startswith("torch.optim.") and "lr_scheduler" not in name and "swa_utils" not in name and \
+        last[:1].isupper()

@@ -1,14 +1,14 @@
 """The table of `migrate check` rules: each code, its severity, its one-line description and the
 function that finds it. Codes are stable (DC1xx wrappers, DC2xx data, DC3xx Horovod, DC4xx output
 per rank, DC5xx collectives, DC6xx sharded and wrapped state, DC7xx DeepSpeed config, DC8xx
-process-group lifetime); a code never changes meaning."""
+the process group: its lifetime and its backend); a code never changes meaning."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from migrate.check import rules_data, rules_deepspeed, rules_horovod, rules_ranks, rules_state
+from migrate.check import rules_data, rules_deepspeed, rules_horovod, rules_nccl, rules_ranks, rules_state
 from migrate.check.facts import Hit, Script
 
 
@@ -45,6 +45,8 @@ RULES: tuple[Rule, ...] = (
     Rule("DC701", "error", "DeepSpeed config: train_batch_size cannot equal micro batch x accumulation x world size",
          rules_deepspeed.batch_arithmetic),
     Rule("DC801", "warning", "init_process_group without destroy_process_group", rules_state.process_group_kept),
+    Rule("DC802", "error", "NCCL-only process group and a collective on a CPU tensor, or DDP over a model never moved to a GPU",
+         rules_nccl.nccl_on_cpu),
 )
 BY_CODE = {rule.code: rule for rule in RULES}
 

@@ -10,7 +10,9 @@ from collections.abc import Iterator
 import libcst as cst
 
 from migrate.analysis.index import CallSite, descendants, read_names
+from migrate.analysis.training import callers_of
 from migrate.check.facts import Hit, Script, argument, is_optimizer
+from migrate.check.rules_data import data_sharded
 
 LR_TEXT = re.compile(r"lr|learning_rate", re.IGNORECASE)
 
@@ -28,8 +30,10 @@ def _size_calls(script: Script) -> list[CallSite]:
 
 
 def lr_not_scaled(script: Script) -> Iterator[Hit]:
-    """DC301: no learning rate the script sets reads hvd.size()."""
-    if not script.horovod or _scaled_somewhere(script):
+    """DC301: no learning rate the script sets reads hvd.size(), in a script whose training data is
+    split across the ranks (where it is not, every rank trains on the same batches, the global batch
+    does not grow and the LR stays: the data is the finding, DC201's)."""
+    if not script.horovod or _scaled_somewhere(script) or not data_sharded(script):
         return
     for call in _optimizers(script):
         lr = argument(call.node, "lr", 1)
@@ -101,8 +105,20 @@ def optimizer_not_wrapped(script: Script) -> Iterator[Hit]:
     inside = {id(n) for w in wrappers for n in descendants(w.node) if n is not w.node}
     read = set().union(*(read_names(w.node) for w in wrappers)) if wrappers else set()
     for call in _optimizers(script):
-        if id(call.node) in inside or set(script.index.targets_of(call.node)) & read:
+        if id(call.node) in inside or _bound_to(script, call) & read:
             continue
         yield Hit(call.node, "optimizer not wrapped in hvd.DistributedOptimizer: each rank steps on its own gradients "
                   "and the models drift apart; optimizer = hvd.DistributedOptimizer(optimizer, "
                   "named_parameters=model.named_parameters())")
+
+
+def _bound_to(script: Script, call: CallSite) -> set[str]:
+    """The names an optimizer call ends up in: its own targets, or, when a function of the script
+    returns it (`def make_optimizer(m): return SGD(...)`), the targets of that function's calls."""
+    names = set(script.index.targets_of(call.node))
+    returned = isinstance(call.place.stmt, cst.SimpleStatementLine) and any(
+        isinstance(small, cst.Return) and small.value is call.node for small in call.place.stmt.body)
+    if returned and not call.place.scope.is_module:
+        for caller in callers_of(script.index, call.place.scope):
+            names |= set(script.index.targets_of(caller.node))
+    return names

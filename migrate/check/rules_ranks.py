@@ -109,7 +109,7 @@ def _collectives(script: Script) -> dict[int, str]:
         short = name.rsplit(".", 1)[-1]
         if name in COLLECTIVES or (name.startswith("horovod.") and short in HOROVOD_COLLECTIVES):
             found[id(call.node)] = f"`{spell(call.node.func) or short}()`"
-        elif short == "save_checkpoint" and script.deepspeed:
+        elif short == "save_checkpoint" and script.deepspeed and _engine_method(script, call.node):
             found[id(call.node)] = "the DeepSpeed engine's save_checkpoint() (it gathers from every rank)"
     for call in _wrapped_forwards(script, DDP_WRAPPERS):
         found[id(call.node)] = (f"the forward of the DDP-wrapped `{spell(call.node.func)}` (DDP broadcasts the model's "
@@ -117,6 +117,15 @@ def _collectives(script: Script) -> dict[int, str]:
     for call in _wrapped_forwards(script, FSDP1_WRAPPERS):
         found[id(call.node)] = f"the forward of the FSDP-wrapped `{spell(call.node.func)}` (it gathers the weights from every rank)"
     return found
+
+
+def _engine_method(script: Script, call: cst.Call) -> bool:
+    """`engine.save_checkpoint(...)`: a method of an object, not a function of the script or of an
+    imported module (`save_checkpoint(state)`, `utils.save_checkpoint(state)`: the project's own)."""
+    if not isinstance(call.func, cst.Attribute):
+        return False
+    head = (spell(call.func.value) or "").split(".", 1)[0]
+    return head not in script.index.imports
 
 
 def _wrapped_forwards(script: Script, wrappers: tuple[str, ...]) -> list[CallSite]:

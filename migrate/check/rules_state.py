@@ -4,12 +4,17 @@ over the same model (DC601), a wrapped model's `state_dict()` saved with its `mo
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 import libcst as cst
 
 from migrate.analysis.index import descendants, read_names, spell
 from migrate.check.facts import DATA_PARALLEL, DDP_WRAPPERS, FSDP1_WRAPPERS, FULLY_SHARD, PROCESS_GROUP_INITS, Hit, Script, argument, is_optimizer
+
+
+# a comment on the save's line that says the prefix is kept: `# keys keep their module. prefix`
+PREFIX_KEPT = re.compile(r"#.*\bmodule\.", re.IGNORECASE)
 
 
 def optimizer_before_shard(script: Script) -> Iterator[Hit]:
@@ -31,7 +36,11 @@ def module_prefix_saved(script: Script) -> Iterator[Hit]:
     """DC602: `torch.save(ddp_model.state_dict(), ...)`: the keys start with `module.`, so the plain
     model cannot load them."""
     wrapped = script.wrapped_names(DDP_WRAPPERS + DATA_PARALLEL)
+    if _strips_prefix(script):
+        return
     for save in script.calls_to("torch.save"):
+        if PREFIX_KEPT.search(_line(script, save.node)):
+            continue
         state = argument(save.node, "obj", 0)
         if state is None:
             continue
@@ -40,6 +49,19 @@ def module_prefix_saved(script: Script) -> Iterator[Hit]:
             if owner is not None and any(_bound_before(script, b, owner, save) for b in wrapped):
                 yield Hit(node, f"`{owner}.state_dict()` of the wrapped model: every key starts with `module.`, so "
                           f"the plain model cannot load it; save `{owner}.module.state_dict()`")
+
+
+def _strips_prefix(script: Script) -> bool:
+    """The script reads `module.`-prefixed keys itself (`key.removeprefix("module.")`): the prefix is
+    its checkpoints' format, kept on purpose (a former DataParallel script's checkpoints load)."""
+    return any(isinstance(n, cst.SimpleString) and n.evaluated_value == "module." for n in descendants(script.module))
+
+
+def _line(script: Script, node: cst.CSTNode) -> str:
+    """The source line a node starts on (its comment included)."""
+    line = script.position(node)[0]
+    lines = script.code.splitlines()
+    return lines[line - 1] if 0 < line <= len(lines) else ""
 
 
 def _state_dict_owner(node: cst.CSTNode) -> str | None:

@@ -3,6 +3,9 @@ written), `check_paths` (files and folders, chosen as the to-* commands choose t
 migrate.paths), and the ways a run prints (`render_text`, `render_json`, `render_sarif`: SARIF
 2.1.0 through migrate.review.sarif, with the rules' own levels and summaries).
 
+`fix_paths` is `--fix`: it repairs what migrate.check.fix can and writes through migrate.writing,
+all or nothing (nothing at all when a file cannot be read or parsed).
+
 A file that cannot be read or parsed is an InputError naming the user's path (`path:line:col:
 syntax error: ...`), never a violation. A line that ends with `# noqa` is left out of every rule,
 one with `# noqa: DC401,DC5` out of those codes (prefixes allowed), as ruff does.
@@ -50,10 +53,19 @@ class Outcome:
 def check_source(code: str, path: str = "train.py", rules: Iterable = ()) -> list[Violation]:  # type: ignore[type-arg]
     """The violations of one script's text, sorted by place (every rule when `rules` is empty).
     Raises InputError for text that does not parse."""
+    from migrate.check.rules import RULES
+
+    script = parse_script(code, path)
+    found = [_violation(script, rule, hit) for rule in (tuple(rules) or RULES) for hit in rule.find(script)]
+    kept = {v for v in found if not _silenced(code, v)}
+    return sorted(kept, key=lambda v: (v.path != path, v.path, v.line, v.col, v.code))
+
+
+def parse_script(code: str, path: str):  # type: ignore[no-untyped-def]
+    """The parsed Script (migrate.check.facts) of a text; InputError, at its place, when it does not parse."""
     import libcst as cst
 
     from migrate.check.facts import Script
-    from migrate.check.rules import RULES
 
     check_memory(path, code)  # libcst aborts the process when it runs out of memory
     _check_syntax(code, path)
@@ -61,10 +73,7 @@ def check_source(code: str, path: str = "train.py", rules: Iterable = ()) -> lis
         module = cst.parse_module(code)
     except cst.ParserSyntaxError as error:
         raise InputError(path, error.raw_line, error.raw_column + 1, f"syntax error: {error.message}") from None
-    script = Script(path=path, code=code, module=module)
-    found = [_violation(script, rule, hit) for rule in (tuple(rules) or RULES) for hit in rule.find(script)]
-    kept = {v for v in found if not _silenced(code, v)}
-    return sorted(kept, key=lambda v: (v.path != path, v.path, v.line, v.col, v.code))
+    return Script(path=path, code=code, module=module)
 
 
 def _violation(script, rule, hit) -> Violation:  # type: ignore[no-untyped-def]
@@ -122,6 +131,31 @@ def check_paths(paths: Iterable[str], rules: Iterable = (), exclude: Iterable[st
             outcome.checked += 1
             outcome.violations.extend(result)
     return outcome
+
+
+def fix_paths(paths: Iterable[str], codes: tuple[str, ...], exclude: Iterable[str] = ()) -> tuple[list[str], list[InputError]]:
+    """`--fix`: every chosen file's fixable findings (migrate.check.fix) repaired and written as
+    `--write` writes (migrate.writing: all files or none, each in its own encoding, refused when a
+    file changed since it was read). Returns a line per repair (`path:line:col: fixed CODE what`)
+    and the files that could not be read; raises InputError, naming the user's file, when writing fails."""
+    from migrate import writing
+    from migrate.check.fix import fix_source
+
+    selection = select_files(paths, exclude)
+    errors, lines, outputs = list(selection.errors), [], []
+    for found in selection.files:
+        try:
+            source = read(found.path)
+            new, done = fix_source(source.text, found.path, codes)
+        except InputError as error:
+            errors.append(error)
+            continue
+        if done:
+            outputs.append(writing.Output(found.path, new.encode(source.encoding), found.path, expected=source.digest))
+            lines += [f"{found.path}:{line}:{col}: fixed {code} {what}\n" for line, col, code, what in done]
+    if outputs and not errors:
+        writing.write(outputs)
+    return (lines if not errors else []), errors
 
 
 def render_text(outcome: Outcome) -> tuple[str, str]:
