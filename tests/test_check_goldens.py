@@ -32,11 +32,10 @@ ALLOWED = {
     ("log_files/ddp.py", "DC402", 49): "right: every rank writes predictions.txt; reported as MIG120",
     ("log_files/fsdp.py", "DC402", 52): "right: every rank writes predictions.txt; reported as MIG120",
     ("log_files/deepspeed.py", "DC402", 58): "right: every rank writes predictions.txt; reported as MIG120",
-    # DC301: the data is sharded and the optimizer takes its default lr; the conversion only says
-    # "pass lr=<default> * hvd.size() by hand" (MIG004): converter at fault (steps/scale_lr.py could
-    # write torch's default, Adam's 1e-3, times hvd.size())
-    ("module_device/horovod.py", "DC301", 31): "converter: default lr left unscaled (MIG004)",
-    ("optimizer_wrapper_class/horovod.py", "DC301", 39): "converter: default lr left unscaled (MIG004)",
+    # DC301: the Adam inside the script's own WarmupOptimizer(...) takes its default lr, and the
+    # wrapper class sets the rate itself; steps/scale_lr.py writes torch's default times hvd.size()
+    # only for `optimizer = Adam(...)` on its own line, so here it says "by hand" (MIG004)
+    ("optimizer_wrapper_class/horovod.py", "DC301", 39): "right: a default lr inside a wrapper class, left to the user (MIG004)",
     # DC602: `torch.save({"state_dict": model.state_dict()})` keeps the `module.` keys the former
     # DataParallel script wrote, on purpose, but the output says so nowhere: converter at fault (a
     # comment naming `module.` on the save's line would tell DC602)

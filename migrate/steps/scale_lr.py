@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from migrate.analysis.index import CallSite
 from migrate.analysis.training import argument
 from migrate.steps.base import Context, expression
 
@@ -14,6 +15,11 @@ UNSHARDED = ("MIG101", "MIG102", "MIG111")
 # expressions that `* world` would bind into instead of scaling whole
 LOOSER_THAN_TIMES = (cst.BooleanOperation, cst.Comparison, cst.IfExp, cst.Lambda, cst.NamedExpr)
 AS_TIGHT_AS_TIMES = (cst.Multiply, cst.Divide, cst.FloorDivide, cst.Modulo, cst.MatrixMultiply, cst.Power)
+# torch 2.13's default learning rates (inspect.signature of each optimizer), written out when scaled
+DEFAULT_LR = {f"torch.optim.{name}": value for name, value in {
+    "Adam": "1e-3", "AdamW": "1e-3", "SGD": "1e-3", "RMSprop": "1e-2", "Adagrad": "1e-2", "Adadelta": "1.0",
+    "Adamax": "2e-3", "NAdam": "2e-3", "RAdam": "1e-3", "ASGD": "1e-2", "Rprop": "1e-2", "SparseAdam": "1e-3",
+    "LBFGS": "1"}.items()}
 
 
 def scale_lr(ctx: Context) -> None:
@@ -55,10 +61,14 @@ def scale_learning_rates(ctx: Context) -> cst.CSTNode | None:
         if (ctx.index.qualify(call.node.func) or "").startswith("torch.optim.swa_utils"):
             continue  # AveragedModel / SWALR: not an optimizer
         lr = argument(call.node, "lr", 1)
-        if lr is None:
+        default = DEFAULT_LR.get(ctx.index.qualify(call.node.func) or "")
+        if lr is None and (default is None or not _assigned_whole(call)):
             ctx.report("MIG004", f"--scale-lr: this optimizer uses its default learning rate; pass lr=<default> * {world} by hand", call.node)
             continue
-        _scale(ctx, lr, world)
+        if lr is None:
+            _scale_default(ctx, call.node, default or "", world)
+        else:
+            _scale(ctx, lr, world)
         first = first or call.node
     for name, rates in SCHEDULER_RATES.items():
         for call in ctx.index.calls_named(name):
@@ -75,6 +85,29 @@ def _scale(ctx: Context, arg: cst.Arg, world: str) -> None:
         value = f"({value})"  # `a + b` scales as a whole, `x if c else y` in both branches
     scaled = expression(f"{value} * {world}")
     ctx.plan.replace(arg, lambda updated, s=scaled: updated.with_changes(value=s))
+
+
+def _assigned_whole(call: CallSite) -> bool:
+    """`optimizer = Adam(params)`: the call is the whole value of its statement, so no other step
+    rewrites it in place (a call inside `Wrapper(Adam(...))` may be, and a wrapper may set the rate)."""
+    stmt = call.place.stmt
+    return (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1
+            and isinstance(stmt.body[0], (cst.Assign, cst.AnnAssign)) and stmt.body[0].value is call.node)
+
+
+def _scale_default(ctx: Context, call: cst.Call, default: str, world: str) -> None:
+    """`Adam(params)` -> `Adam(params, lr=1e-3 * world)`: torch's default rate, written out and scaled."""
+    added = cst.Arg(keyword=cst.Name("lr"), value=expression(f"{default} * {world}"),
+                    equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")))
+
+    def with_lr(updated: cst.CSTNode) -> cst.CSTNode:
+        assert isinstance(updated, cst.Call)
+        args = list(updated.args)
+        if args and args[-1].comma is cst.MaybeSentinel.DEFAULT:
+            args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+        return updated.with_changes(args=[*args, added])
+
+    ctx.plan.replace(call, with_lr)
 
 
 def _binds_looser_than_times(value: cst.BaseExpression) -> bool:

@@ -28,7 +28,7 @@ if __name__ == "__main__":
                         pin_memory=data_device == "cuda")
     model = make_model().to(DEVICE)
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)  # every rank starts from rank 0's weights
-    optimizer = torch.optim.Adam(model.parameters())
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3 * hvd.size())
     optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())
     for epoch in range(2):
         loader.sampler.set_epoch(epoch)
