@@ -115,7 +115,8 @@ def _library_finding(sites, code: str):  # type: ignore[no-untyped-def]
         f"no entry point: this file only defines functions and classes ({named} runs backward) and has no "
         '`if __name__ == "__main__":` block or top-level code that trains, so it is a module other code imports; '
         "setting up (and tearing down) a process group on import would break the caller. Left unchanged: "
-        "convert the script that calls it"
+        f"to train on several processes, give this file an entry point (an `if __name__ == \"__main__\":` block "
+        f"that calls {_first(trainers)}), convert it again and launch this file itself"
     )
     return finding("MIG119", message, line, col)
 
@@ -175,7 +176,13 @@ def _no_backward_message(imports: dict[str, str]) -> str:
         return "not a training script (no backward pass); left unchanged"
     named = ", ".join(f"`{r}`" for r in roots[:4])
     return (f"no backward pass in this file; left unchanged (if the training loop runs in a module it imports, "
-            f"such as {named}, convert that file)")
+            f"such as {named}, convert that file and launch it: a file that only defines functions is left "
+            f"unchanged too, so first give it an `if __name__ == \"__main__\":` block that calls its training function)")
+
+
+def _first(trainers: list[str]) -> str:
+    """`train()`: the function that runs backward, for MIG119's advice."""
+    return f"`{trainers[0]}()`" if trainers else "its training function"
 
 
 def _check_syntax(code: str, path: str) -> None:

@@ -7,6 +7,7 @@ needs: what casts or moves a model, switches its gradients, or changes its param
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import libcst as cst
@@ -895,4 +896,61 @@ def _module_method_call(index: ScriptIndex, reached: set[str]) -> tuple[str, Att
         cls = constructed_class(index, home_binding(index, spelled, scope))
         if cls is not None and is_module_class(index, cls) and f"{cls}.{use.node.attr.value}" in index.functions:
             return use.owner, use
+    return None
+
+
+@dataclass(frozen=True)
+class ForeignReads:
+    """What a function of another module of the script's folder reads of a model handed to it:
+    `evaluate(net, loader)` in evaluate.py reading `net.n_classes`."""
+
+    path: str  # the module's file
+    function: str
+    param: str
+    attributes: tuple[str, ...]  # read on the parameter, other than what the wrapper answers
+
+
+HELPER_FILE_LIMIT = 1 << 20  # bytes: a larger sibling module is not read
+
+
+def foreign_reads(folder: str, qualified: str, position: int | None, keyword: str | None,
+                  safe: frozenset[str]) -> ForeignReads | None:
+    """The attributes that the function `qualified` (`evaluate.evaluate`, imported from a module of
+    `folder`) reads on the parameter it receives at `position` (or as `keyword`), other than `safe`
+    ones; None when the module is not in the folder, does not parse, or reads nothing else."""
+    module, _, name = qualified.lstrip(".").rpartition(".")
+    if not module or qualified.startswith(".."):
+        return None
+    path = os.path.join(folder, module.replace(".", os.sep) + ".py")
+    function = _module_function(path, name)
+    if function is None:
+        return None
+    param = _parameter(function, position, keyword)
+    if param is None:
+        return None
+    read = sorted({node.attr.value for node in descendants(function.body)
+                   if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name)
+                   and node.value.value == param and node.attr.value not in safe})
+    return ForeignReads(path, name, param, tuple(read)) if read else None
+
+
+def _module_function(path: str, name: str) -> cst.FunctionDef | None:
+    try:
+        if not os.path.isfile(path) or os.path.getsize(path) > HELPER_FILE_LIMIT:
+            return None
+        with open(path, encoding="utf-8") as handle:
+            tree = cst.parse_module(handle.read())
+    except (OSError, UnicodeDecodeError, cst.ParserSyntaxError):
+        return None
+    return next((s for s in tree.body if isinstance(s, cst.FunctionDef) and s.name.value == name), None)
+
+
+def _parameter(function: cst.FunctionDef, position: int | None, keyword: str | None) -> str | None:
+    """The name of the parameter an argument binds: by position (not past *args) or by keyword."""
+    params = [*function.params.posonly_params, *function.params.params]
+    if keyword is not None:
+        names = [p.name.value for p in [*params, *function.params.kwonly_params]]
+        return keyword if keyword in names else None
+    if position is not None and position < len(params):
+        return params[position].name.value
     return None

@@ -331,6 +331,18 @@ def _bind_dataset(ctx: Context, site: LoaderSite, dataset: cst.Arg) -> str:
     return name
 
 
+def _fresh_call(loop: cst.CSTNode) -> cst.Call | None:
+    """The first `iter(x)` inside a loop: a new iterator of `x` made while the loop runs."""
+    return next((node for node in descendants(loop) if isinstance(node, cst.Call) and isinstance(node.func, cst.Name)
+                 and node.func.value == "iter" and len(node.args) == 1), None)
+
+
+def _fresh_iterator(loop: cst.CSTNode) -> str | None:
+    """`loader` when the loop draws from `iter(loader)` made inside it (`next(iter(loader))` per step)."""
+    call = _fresh_call(loop)
+    return spell(call.args[0].value) if call is not None else None
+
+
 def _no_epoch_loop_message(ctx: Context, step: Loop | None) -> str:
     """MIG103 as seen: the loop around the training loop, and why set_epoch was not added to it."""
     advice = "call loader.sampler.set_epoch(epoch) at the start of each epoch, or every epoch reuses one shuffle"
@@ -340,6 +352,13 @@ def _no_epoch_loop_message(ctx: Context, step: Loop | None) -> str:
         caller = next((c for c in callers_of(ctx.index, step.place.scope) if c.place.loops), None)
         if caller is not None:
             around = caller.place.loops[-1]
+    fresh = _fresh_iterator(step.node) if step is not None else None
+    if step is not None and fresh is not None and isinstance(step.node, cst.For) and step.target:
+        return (f"the training loop at line {ctx.position(step.node)[0]} (`for {step.target} in ...`) takes its batches "
+                f"from a new `iter({fresh})` (line {ctx.position(_fresh_call(step.node))[0]}), and a DistributedSampler "
+                f"gives every new iterator the same order until set_epoch changes it, so each draw would start from "
+                f"the same batch: call {fresh}.sampler.set_epoch({step.target}) right before each `iter({fresh})` "
+                "(a new number each time a new iterator is made)")
     if step is not None and around is None and isinstance(step.node, cst.For) and step.target:
         return (f"the training loop at line {ctx.position(step.node)[0]} (`for {step.target} in ...`) reads its batches in a "
                 f"way this tool does not follow, so it got no set_epoch; if it runs once per epoch, call "

@@ -47,19 +47,40 @@ def report_no_engine(ctx: Context, ordering: NoModelOrdering) -> None:
 
 
 def _report_optimizer_elsewhere(ctx: Context, model: ModelSite, first: cst.CSTNode | None) -> None:
-    """MIG114, naming where the stepped optimizer is built and where the model is."""
+    """MIG114, naming where the stepped optimizer is built, where the model is, and the call the
+    model is handed to (`RF(model)`, `setup(model=model)`) when the optimizer is built behind it."""
     where = "at module level" if model.scope.is_module else f"in `{model.scope.name}()`"
+    handed = _handed_to(ctx, model)
     for stepped in ctx.sites.stepped:
         binding = next(iter(ctx.index.bindings_of(stepped.spelling)), None)
         if binding is not None:
             built = "at module level" if binding.place.scope.is_module else f"in `{binding.place.scope.name}()`"
+            given = (f"handed to `{first_line(ctx, handed)}` (line {ctx.position(handed)[0]}), which this conversion "
+                     "does not follow to the optimizer" if handed is not None else "not handed to that function")
             ctx.report("MIG114", f"`{stepped.spelling}` is built {built} (line {ctx.position(binding.place.stmt)[0]}) "
-                       f"while `{model.spelling}` is built {where} and not handed to that function: the engine needs "
-                       f"both in one place; pass the model to the function that builds the optimizer, or build the "
-                       f"optimizer beside the model; {LEFT}", first)
+                       f"while `{model.spelling}` is built {where} and {given}: the engine needs "
+                       f"both in one place; build the optimizer beside the model (and hand it on), then convert "
+                       f"again; {LEFT}", first)
             return
-    ctx.report("MIG114", f"the optimizer stepped in training is not built beside `{model.spelling}` ({where}); "
-               f"pass it to deepspeed.initialize by hand; {LEFT}", first)
+    names = ", ".join(f"`{stepped.spelling}`" for stepped in ctx.sites.stepped) or "the optimizer stepped in training"
+    behind = (f"; `{model.spelling}` is handed to `{first_line(ctx, handed)}` (line {ctx.position(handed)[0]}), and the "
+              "optimizer is built behind that call" if handed is not None else "")
+    ctx.report("MIG114", f"{names} is not built beside `{model.spelling}` ({where}){behind}: the engine needs the model "
+               f"and its optimizer in one place; build the optimizer beside the model (and hand it on), then convert "
+               f"again, or pass it to deepspeed.initialize by hand; {LEFT}", first)
+
+
+def _handed_to(ctx: Context, model: ModelSite) -> cst.BaseStatement | None:
+    """The first statement after the model is built, in its scope, that hands the model to a call
+    (`rf = RF(model)`, `opt = setup(0.1, model=model)`)."""
+    anchor = model.wrap_after or model.wrap_before
+    built = ctx.position(anchor)[0] if anchor is not None else 0
+    for call in ctx.index.calls:
+        if call.place.scope is not model.scope or ctx.position(call.node)[0] < built:
+            continue
+        if any(spell(arg.value) == model.spelling for arg in call.node.args):
+            return call.place.stmt
+    return None
 
 
 def _report_several_models(ctx: Context, models: tuple[ModelSite, ...], first: cst.CSTNode | None) -> None:

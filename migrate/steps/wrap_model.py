@@ -6,12 +6,16 @@ wrap takes `module.` off the keys.
 
 After the wrap, the user's own module is reached through `.module`: state dicts (so
 checkpoints keep plain keys and load into the original script), attributes such as
-`model.num_classes`, and custom methods. Custom methods called while training bypass the
+`model.num_classes`, custom methods, copies (`copy.deepcopy(model)`: an evaluation or EMA
+copy is a copy of the module, not a second wrapper), and the model handed to a function of
+another module of the script's folder that reads its attributes (`evaluate(model, loader)` reading
+`net.n_classes`; that module is not edited; inside the training loop this is reported instead). Custom methods called while training bypass the
 wrapper's gradient hooks and are reported.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -19,7 +23,7 @@ import libcst as cst
 
 from migrate.analysis.index import AttributeUse, spell
 from migrate.analysis.training import calls_in
-from migrate.analysis.models import SELF_RETURNING, aliases, is_after, unwrapped_too
+from migrate.analysis.models import SELF_RETURNING, ForeignReads, aliases, foreign_reads, is_after, unwrapped_too
 from migrate.analysis.sites import ModelSite
 from migrate.rewrite import small_statement_holding
 from migrate.steps.base import Context, expression, statements
@@ -240,6 +244,8 @@ def unwrap_later_uses(ctx: Context, site: ModelSite, safe: frozenset[str] = WRAP
         if use.node.attr.value in safe:
             continue
         _through_module(ctx, use, maybe_unwrapped=(use.owner, use.place.scope.name) in mixed)
+    _copies_through_module(ctx, site, names)
+    _helpers_through_module(ctx, site, names, safe)
     if not route_saves:
         return
     for call in index.calls_named("torch.save"):
@@ -247,6 +253,60 @@ def unwrap_later_uses(ctx: Context, site: ModelSite, safe: frozenset[str] = WRAP
         spelled = index.qualify(first) if first is not None else None
         if spelled and (spelled, call.place.scope.name) in names and is_after(index, call.place.stmt, site):
             ctx.plan.replace_with(first, expression(f"{spelled}.module"))
+
+
+def _copies_through_module(ctx: Context, site: ModelSite, names: set[tuple[str, str]]) -> None:
+    """`eval_model = copy.deepcopy(model)` after the wrap copies the user's module, not the wrapper:
+    a copy of the wrapper would be a second wrapped model (a DDP copy shares the process group and
+    its `state_dict()` keys carry `module.`, so loading the trained weights into it fails)."""
+    index = ctx.index
+    mixed = unwrapped_too(index, site)
+    for call in index.calls_named("copy.deepcopy"):
+        first = call.node.args[0].value if call.node.args else None
+        spelled = index.qualify(first) if first is not None else None
+        place = (spelled, call.place.scope.name)
+        if spelled and place in names and is_after(index, call.place.stmt, site):
+            code = ctx.code(first)
+            reached = f'getattr({code}, "module", {code})' if place in mixed else f"{code}.module"
+            ctx.plan.replace_with(first, expression(reached))
+
+
+def _helpers_through_module(ctx: Context, site: ModelSite, names: set[tuple[str, str]], safe: frozenset[str]) -> None:
+    """`evaluate(model, loader)`, a function of another module of the script's folder that reads
+    attributes the wrapper does not answer (`net.n_classes`: AttributeError through DDP): that
+    module is not edited, so the call hands it `model.module`; inside the training loop that would
+    run the forward past the wrapper, so there MIG105 names the function and what it reads."""
+    index = ctx.index
+    folder = os.path.dirname(ctx.path)
+    mixed = unwrapped_too(index, site)
+    step_loops = {loop.node for loop in ctx.sites.step_loops}
+    for call in index.calls:
+        head = spell(call.node.func)
+        if call.name is None or head is None or head.split(".")[0] not in index.imports:
+            continue
+        for position, arg in enumerate(call.node.args):
+            spelled = index.qualify(arg.value)
+            place = (spelled, call.place.scope.name)
+            if arg.star or not spelled or place not in names or not is_after(index, call.place.stmt, site):
+                continue
+            keyword = arg.keyword.value if arg.keyword is not None else None
+            reads = foreign_reads(folder, call.name, None if keyword else position, keyword, safe)
+            if reads is None:
+                continue
+            if step_loops.intersection(call.place.loops):
+                _report_foreign_reads(ctx, call.node, spelled, reads)
+                continue
+            code = ctx.code(arg.value)
+            reached = f'getattr({code}, "module", {code})' if place in mixed else f"{code}.module"
+            ctx.plan.replace_with(arg.value, expression(reached))
+
+
+def _report_foreign_reads(ctx: Context, call: cst.Call, spelled: str, reads: ForeignReads) -> None:
+    read = ", ".join(f"`{reads.param}.{attr}`" for attr in reads.attributes)
+    ctx.report("MIG105", f"`{reads.function}()` of {os.path.basename(reads.path)} reads {read} on the model it is handed, "
+               f"which the wrapper does not answer (AttributeError), and it runs in the training loop, where handing it "
+               f"`{spelled}.module` would run the forward past the wrapper (gradients not averaged): in "
+               f"{os.path.basename(reads.path)} read them as `getattr({reads.param}, \"module\", {reads.param}).<name>`", call)
 
 
 # `torch.save(model.to("cpu"), path)` pickles what these return: the module they are called on

@@ -58,7 +58,7 @@ def main():
 
     model = AutoEncoder().to(device)
     model = DDP(model)
-    ema_model = copy.deepcopy(model).eval().requires_grad_(False)
+    ema_model = copy.deepcopy(model.module).eval().requires_grad_(False)
     optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
 
     for epoch in range(args.epochs):

@@ -45,7 +45,7 @@ def main():
 
     model = AutoEncoder().to(device)
     model = nn.DataParallel(model)  # splits each batch across the GPUs
-    ema_model = copy.deepcopy(model).eval().requires_grad_(False)
+    ema_model = copy.deepcopy(model.module).eval().requires_grad_(False)
     optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
 
     for epoch in range(args.epochs):

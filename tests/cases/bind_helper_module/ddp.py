@@ -1,0 +1,56 @@
+import os
+import torch
+import torch.nn as nn
+from torch.utils.data import DataLoader, TensorDataset
+
+from evaluate import count, evaluate
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data.distributed import DistributedSampler
+
+
+class Net(nn.Module):
+    def __init__(self, n_classes):
+        super().__init__()
+        self.n_classes = n_classes
+        self.fc = nn.Linear(8, n_classes)
+
+    def forward(self, x):
+        return self.fc(x)
+
+
+def main():
+    # torchrun sets these; plain `python train.py` runs as a single process (port 0: any free one)
+    for key, value in dict(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT="0").items():
+        os.environ.setdefault(key, value)
+    local_rank = int(os.environ["LOCAL_RANK"])
+    if torch.cuda.is_available():
+        torch.cuda.set_device(local_rank)
+    dist.init_process_group("cpu:gloo,cuda:nccl" if torch.cuda.is_available() else "gloo")
+
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    data = TensorDataset(torch.randn(64, 8), torch.randint(0, 3, (64,)))
+    loader = DataLoader(data, batch_size=16, sampler=DistributedSampler(data, shuffle=True))
+    model = Net(3).to(device)
+    model = DDP(model)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    message = count(model)  # computed on every rank: it may run the model
+    if dist.get_rank() == 0:
+        print("parameters:", message)
+    for epoch in range(2):
+        loader.sampler.set_epoch(epoch)
+        for x, y in loader:
+            x, y = x.to(device), y.to(device)
+            optimizer.zero_grad()
+            loss = nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            optimizer.step()
+        accuracy = evaluate(model.module, loader, device=device)
+        if dist.get_rank() == 0:
+            print(epoch, accuracy)
+    dist.barrier()  # no rank exits while rank 0 still writes its files
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
