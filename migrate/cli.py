@@ -329,7 +329,7 @@ def run(target: str, paths: list[str], options: Options, write: bool, check: boo
             searched.add(outcome.path)
     settle = targets()[target].settle
     if settle is not None:
-        results, errors, notes = settle(results, options)
+        results, errors, notes = settle(results, options, _convert_one)
         out.errors.extend(errors)
         for path, message in notes:
             out.note(path, message)

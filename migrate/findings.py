@@ -2,12 +2,13 @@
 
 MIG0xx: what was done to the file as a whole. MIG1xx: a manual step left for the user.
 MIG9xx: the tool failed on this file. The codes here are shared by every target; a code only one
-target can report is that target's own (`Target.codes`), declared beside its steps.
+target can report is that target's own (`Target.codes`), declared beside its steps and handed
+here by the registry (`declare`), which this module never imports.
 """
 
 from __future__ import annotations
 
-from functools import lru_cache
+from collections.abc import Mapping
 
 from migrate.model import Finding, Severity
 
@@ -58,20 +59,24 @@ CODES: dict[str, tuple[Severity, str]] = {
 }
 
 
-@lru_cache(maxsize=1)
-def all_codes() -> dict[str, tuple[Severity, str]]:
-    """The shared codes and every target's own (a code is declared once, by one of them)."""
-    from migrate.targets import REGISTRY
+# each target's own codes, declared by the registry (migrate.targets) as it is built: this module
+# never looks the registry up, so every layer may import it
+_DECLARED: dict[str, tuple[Severity, str]] = {}
 
-    codes = dict(CODES)
-    for target in REGISTRY:
-        for code, meaning in target.codes.items():
-            assert code not in codes, f"{code} is declared twice"
-            codes[code] = meaning
-    return codes
+
+def declare(codes: Mapping[str, tuple[Severity, str]]) -> None:
+    """Add a target's own codes (a code is declared once, by one of them: again only with the same meaning)."""
+    for code, meaning in codes.items():
+        assert code not in CODES and _DECLARED.get(code, meaning) == meaning, f"{code} is declared twice"
+        _DECLARED[code] = meaning
+
+
+def all_codes() -> dict[str, tuple[Severity, str]]:
+    """The shared codes and every declared target's own."""
+    return {**CODES, **_DECLARED}
 
 
 def finding(code: str, message: str, line: int = 0, col: int = 0) -> Finding:
     """A Finding with the severity its code always has."""
-    severity, _ = all_codes()[code]
+    severity, _ = CODES[code] if code in CODES else _DECLARED[code]
     return Finding(code=code, severity=severity, message=message, line=line, col=col)

@@ -19,8 +19,7 @@ from typing import Any
 
 import yaml
 
-# migrate.launch imports this module only when it renders a manifest, so no import cycle
-from migrate.launch import LaunchPlan, gpus_per_node, header_lines, job_name, out_path, script_as_given
+from migrate.launch_plan import LaunchPlan, gpus_per_node, header_lines, job_name, out_path, script_as_given
 from migrate.options import POD_CPUS_PER_PROCESS, POD_MEMORY_GI_PER_PROCESS
 from migrate.sources import printable
 

@@ -151,7 +151,9 @@ def test_a_full_or_closed_stdout_is_an_error(tmp_path: Path) -> None:
         result = subprocess.run([sys.executable, "-m", "migrate", "to-ddp", "train.py"], cwd=tmp_path, stdout=full,
                                 stderr=subprocess.PIPE, text=True, timeout=120)
     assert result.returncode == 2
-    assert result.stderr == "migrate: <stdout>: cannot write the output: No space left on device\n"
+    # the sample's one note (MIG007, its epoch loss reduced over the ranks), then the error
+    assert result.stderr.splitlines()[-1] == "migrate: <stdout>: cannot write the output: No space left on device"
+    assert "Traceback" not in result.stderr
 
 
 def test_config_out_outside_the_bmp_names_the_same_file_in_script_and_disk(tmp_path: Path) -> None:

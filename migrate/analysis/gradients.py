@@ -33,7 +33,8 @@ layers, conditions on the script's own settings (`if self.use_aux:`), which are 
 (DDP goes after it). `late_change` finds what DDP cannot follow after the wrap: a cast or move of
 the model inside the first statement of the wrap's block that trains, or gradients switched on
 after the wrap (`True`, or a value such as `epoch >= k`) when some parameter was frozen when DDP
-was built. `wholly_frozen` finds a model with nothing to train.
+was built. `wholly_frozen` finds a model with nothing to train (a loop over `model[0].parameters()`
+freezes that part only).
 """
 
 from __future__ import annotations
@@ -194,8 +195,8 @@ def _frozen_at_wrap(index: ScriptIndex, site: ModelSite, switches: list[Switch])
 def wholly_frozen(index: ScriptIndex, site: ModelSite) -> cst.CSTNode | None:
     """Where every parameter of the model is frozen before the wrap (`model.requires_grad_(False)`,
     a loop over `model.parameters()` setting `requires_grad = False`, or `Net().requires_grad_(False)`
-    where it is built), when nothing after it and before the wrap makes a part trainable again or
-    builds a new one; None otherwise."""
+    where it is built; not a part reached by an index, `model[0].parameters()`), when nothing after
+    it and before the wrap makes a part trainable again or builds a new one; None otherwise."""
     anchor = site.wrap_after or site.wrap_before
     assert anchor is not None
     block, end = index.block_of[anchor]
@@ -208,7 +209,8 @@ def wholly_frozen(index: ScriptIndex, site: ModelSite) -> cst.CSTNode | None:
             continue  # before the model is built
         switches = requires_grad_switches(index, stmt, {site.spelling})
         if frozen is None:
-            frozen = next((s.node for s in switches if s.owner == site.spelling and s.on is False), None)
+            frozen = next((s.node for s in switches
+                           if s.owner == site.spelling and s.on is False and _switches_itself(s)), None)
         elif replaces_part(stmt, site.spelling) or any(s.on is not False for s in switches) or _hands_over(index, stmt, site.spelling):
             return None
     return frozen
@@ -518,6 +520,22 @@ def _trains(index: ScriptIndex, stmt: cst.BaseStatement, backward: list[cst.Call
 
 def _part_of(spelled: str | None, names: set[str]) -> bool:
     return spelled is not None and any(spelled == n or spelled.startswith(n + ".") for n in names)
+
+
+def _switches_itself(switch: Switch) -> bool:
+    """The switch names its owner itself (`model.parameters()`, `model.requires_grad_(False)`), not
+    a part reached by an index (`model[0].parameters()`, `model.layers[-1].weight.requires_grad`),
+    which `Switch.owner` spells as the indexed name."""
+    node = switch.node
+    if isinstance(node, cst.For):
+        return any(isinstance(c.func, cst.Attribute) and c.func.attr.value in ("parameters", "named_parameters")
+                   and spell(c.func.value) == switch.owner for c in calls_in(node.iter))
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+        return spell(node.func.value) == switch.owner
+    if isinstance(node, cst.Assign):
+        return any(isinstance(t.target, cst.Attribute) and t.target.attr.value == "requires_grad"
+                   and spell(t.target.value) == switch.owner for t in node.targets)
+    return False
 
 
 def _freezes_all(value: cst.Call) -> bool:

@@ -14,6 +14,7 @@ import libcst as cst
 
 from migrate.analysis.divergence import base_spelling, reinitialization
 from migrate.analysis.index import AttributeUse, Binding, Scope, ScriptIndex, child_nodes, descendants, reachable, spell
+from migrate.analysis.homes import COMPILE, DATA_PARALLEL, MOVES, home_binding, without_moves, wraps_itself
 from migrate.analysis.sites import ModelSite
 from migrate.analysis.trained import (
     Owner,
@@ -41,8 +42,6 @@ from migrate.analysis.training import (
 
 LOSS_WORDS = ("loss", "criterion")
 SETUP_METHODS = frozenset({"to", "cuda", "load_state_dict", "half", "float", "bfloat16", "train", "requires_grad_"})
-DATA_PARALLEL = ("torch.nn.DataParallel", "torch.nn.parallel.DataParallel", "torch.nn.parallel.data_parallel.DataParallel")
-COMPILE = "torch.compile"
 # nn.DataParallel as one call: `data_parallel(module, inputs, device_ids, ...)` runs `module`
 FUNCTIONAL_DATA_PARALLEL = ("torch.nn.parallel.data_parallel", "torch.nn.parallel.data_parallel.data_parallel")
 
@@ -102,46 +101,9 @@ def origin(index: ScriptIndex, spelling: str, scope: Scope) -> tuple[str, Scope]
     return spelling, scope
 
 
-def home_binding(index: ScriptIndex, spelling: str, scope: Scope) -> Binding | None:
-    """The binding that builds the model: for `self.x`, the class's own; else the latest in `scope`,
-    or failing that the latest anywhere that is not a builder returning it."""
-    return index.answer("home_binding", (spelling, scope), lambda: _home_binding(index, spelling, scope))
-
-
-def _home_binding(index: ScriptIndex, spelling: str, scope: Scope) -> Binding | None:
-    if spelling.startswith("self."):
-        candidates = index.bindings_of_in_class(spelling, scope.class_name)
-        in_init = [b for b in candidates if b.place.scope.name.endswith(".__init__")]
-        return (in_init or candidates or [None])[-1]
-    same_scope = index.bindings_of_in(spelling, scope)
-    if same_scope:
-        return _last_construction(index, same_scope)
-    elsewhere = index.module_bindings_of(spelling)
-    return _last_construction(index, elsewhere) if elsewhere else None
-
-
-def _last_construction(index: ScriptIndex, bindings: list[Binding]) -> Binding:
-    """The last binding that is not a torch.compile or DataParallel of the model itself."""
-    kept = [b for b in bindings if not _wraps_itself(index, b)]
-    return (kept or bindings)[-1]
-
-
-def _wraps_itself(index: ScriptIndex, binding: Binding) -> bool:
-    value = _without_moves(binding.value)
-    return isinstance(value, cst.Call) and (index.qualify(value.func) in (COMPILE, *DATA_PARALLEL))
-
-
-MOVES = frozenset({"to", "cuda", "cpu", "float", "half", "double", "bfloat16"})
 CASTS = MOVES | {"type"}  # what places or casts a module's parameters in place
 # methods that return the module they are called on: `model.to(device).eval()` is `model`
 SELF_RETURNING = MOVES | {"train", "eval"}
-
-
-def _without_moves(value: cst.BaseExpression | None) -> cst.BaseExpression | None:
-    """`DataParallel(net).to(device)` -> `DataParallel(net)`: what a chain of moves is called on."""
-    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in MOVES:
-        value = value.func.value
-    return value
 
 
 def top_statement(index: ScriptIndex, stmt: cst.BaseStatement, block: cst.CSTNode) -> cst.BaseStatement | None:
@@ -449,8 +411,8 @@ def _data_parallel_statements(index: ScriptIndex, spelling: str) -> list[cst.Bas
     found: list[cst.BaseStatement] = []
     scope = None
     for binding in index.bindings_of(spelling):
-        if _wraps_itself(index, binding):
-            value = _without_moves(binding.value)
+        if wraps_itself(index, binding):
+            value = without_moves(binding.value)
             assert isinstance(value, cst.Call)
             if index.qualify(value.func) not in DATA_PARALLEL:
                 continue

@@ -20,10 +20,11 @@ from migrate.analysis.index import Binding, CallSite, Scope, ScriptIndex, spell
 from migrate.analysis.models import NOT_COMPUTATION, runs_no_forward, top_statement
 from migrate.analysis.optimizers import OptimizerSide, optimizer_side
 from migrate.analysis.sites import ModelSite, TrainingSites
-from migrate.analysis.trained import root, same_module
+from migrate.analysis.trained import calls_of, root, same_module
 from migrate.analysis.training import BUILTIN_NAMES, callee_scope, contains
 
 Block = cst.Module | cst.IndentedBlock
+MAX_CALL_DEPTH = 3  # callers followed up from a method that rebuilds the optimizer
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -349,18 +350,49 @@ def _untrained_block(sites: TrainingSites, site: ModelSite, optimizer: str, bloc
 
 def _rebuilt_in_training(sites: TrainingSites, site: ModelSite, optimizer: str, block: Block) -> cst.BaseStatement | None:
     """A binding of the optimizer inside a loop that trains (`optimizer = ASGD(...)` when the
-    validation loss stalls): the engine keeps the optimizer it was given."""
+    validation loss stalls), or in a method of the model's class that such a loop calls
+    (`def lower_lr(self): self.optimizer = SGD(...)`, called as `self.lower_lr()` between epochs):
+    the engine keeps the optimizer it was given."""
     index = sites.index
     for binding in index.bindings:
-        if binding.target != optimizer or binding.place.scope is not site.scope:
+        if binding.target != optimizer:
             continue
-        for around in index.enclosing_statements(binding.place.stmt)[1:]:
-            top = top_statement(index, around, block)
-            if isinstance(around, cst.For | cst.While) and top is not None and _trains(
-                    sites, site, optimizer, around, [c for c in index.calls if any(
-                        s is around for s in index.enclosing_statements(c.place.stmt))]):
-                return binding.place.stmt
+        stmt = binding.place.stmt
+        if binding.place.scope is site.scope:
+            if any(top_statement(index, around, block) is not None and _loop_trains(sites, site, optimizer, around)
+                   for around in index.enclosing_statements(stmt)[1:]):
+                return stmt
+        elif _same_class_method(site, optimizer, binding.place.scope) and _called_in_training(
+                sites, site, optimizer, binding.place.scope, 0):
+            return stmt
     return None
+
+
+def _same_class_method(site: ModelSite, optimizer: str, scope: Scope) -> bool:
+    """`scope` is another method of the class whose method builds the optimizer, and the optimizer
+    is one of its attributes (`self.optimizer`)."""
+    return optimizer.startswith("self.") and scope.class_name is not None and scope.class_name == site.scope.class_name
+
+
+def _called_in_training(sites: TrainingSites, site: ModelSite, optimizer: str, scope: Scope, depth: int) -> bool:
+    """A call of `scope` runs inside a loop that trains, directly or through the functions that call
+    it (a few levels up)."""
+    if depth > MAX_CALL_DEPTH:
+        return False
+    for call in calls_of(sites.index, scope):
+        if any(_loop_trains(sites, site, optimizer, around) for around in sites.index.enclosing_statements(call.place.stmt)[1:]):
+            return True
+        caller = call.place.scope
+        if caller is not scope and not caller.is_module and _called_in_training(sites, site, optimizer, caller, depth + 1):
+            return True
+    return False
+
+
+def _loop_trains(sites: TrainingSites, site: ModelSite, optimizer: str, around: cst.BaseStatement) -> bool:
+    """`around` is a `for` or `while` loop that trains (see _trains)."""
+    index = sites.index
+    return isinstance(around, cst.For | cst.While) and _trains(sites, site, optimizer, around, [
+        c for c in index.calls if any(s is around for s in index.enclosing_statements(c.place.stmt))])
 
 
 def _last_scheduler(index: ScriptIndex, optimizer: str, block: Block) -> int:

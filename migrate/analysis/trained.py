@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from migrate.analysis.homes import home_binding
 from migrate.analysis.index import Binding, CallSite, Scope, ScriptIndex, child_nodes, descendants, spell
 from migrate.analysis.training import BUILTIN_NAMES, argument, callee_scope, calls_in
 
@@ -270,8 +271,6 @@ def _calls_by_function(index: ScriptIndex) -> dict[int, list[CallSite]]:
 
 
 def _binding(index: ScriptIndex, spelling: str, scope: Scope) -> Binding | None:
-    from migrate.analysis.models import home_binding
-
     return home_binding(index, spelling, scope)
 
 

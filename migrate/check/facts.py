@@ -1,9 +1,11 @@
 """What several check rules read about one script: its index, every call with its name resolved
 through all of the file's imports, which frameworks it initialises, the names bound to a
-distributed wrapper, and where a node is (line and column)."""
+distributed wrapper, and where a node is (line and column); and the parse that builds it
+(`parse_script`: Python's own syntax check first, then libcst)."""
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -11,6 +13,8 @@ import libcst as cst
 
 from migrate.analysis.index import Binding, CallSite, ScriptIndex, build_index, spell
 from migrate.analysis.positions import Positions
+from migrate.model import InputError
+from migrate.sources import check_memory
 
 PROCESS_GROUP_INITS = ("torch.distributed.init_process_group",)
 DEEPSPEED_INITS = ("deepspeed.initialize", "deepspeed.init_distributed")
@@ -130,3 +134,26 @@ def is_optimizer(name: str) -> bool:
     last = name.rsplit(".", 1)[-1]
     return name.startswith("torch.optim.") and "lr_scheduler" not in name and "swa_utils" not in name and \
         last[:1].isupper()
+
+
+def parse_script(code: str, path: str) -> Script:
+    """The parsed Script of a text; InputError, at its place, when it does not parse."""
+    check_memory(path, code)  # libcst aborts the process when it runs out of memory
+    _check_syntax(code, path)
+    try:
+        module = cst.parse_module(code)
+    except cst.ParserSyntaxError as error:
+        raise InputError(path, error.raw_line, error.raw_column + 1, f"syntax error: {error.message}") from None
+    return Script(path=path, code=code, module=module)
+
+
+def _check_syntax(code: str, path: str) -> None:
+    """CPython's compiler first, so a syntax error reads as Python's own, at its place."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            compile(code, path, "exec", dont_inherit=True)
+    except SyntaxError as error:
+        raise InputError(path, error.lineno or 0, error.offset or 0, f"syntax error: {error.msg}") from None
+    except ValueError as error:  # NUL bytes
+        raise InputError(path, 0, 0, f"cannot be compiled: {error}") from None

@@ -21,7 +21,7 @@ from migrate.analysis.index import Scope
 from migrate.analysis.loaders import find_epoch_loops, step_loops
 from migrate.analysis.training import backward_calls, callers_of, training_scopes
 from migrate.check import rules_data, rules_state
-from migrate.check.facts import Hit, Script
+from migrate.check.facts import Hit, Script, parse_script
 
 FIXABLE = ("DC202", "DC203", "DC801")
 
@@ -40,9 +40,7 @@ class Edits:
 def fix_source(code: str, path: str = "train.py", codes: tuple[str, ...] = FIXABLE) -> tuple[str, list[tuple[int, int, str, str]]]:
     """The text with every fixable finding of `codes` repaired, and (line, col, code, what) for each
     repair, at the finding's place in the original text. Raises InputError for text that does not
-    parse (migrate.check.runner's own checks)."""
-    from migrate.check.runner import parse_script
-
+    parse (migrate.check.facts.parse_script's own checks)."""
     script = parse_script(code, path)
     edits = Edits()
     if "DC202" in codes:

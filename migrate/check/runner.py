@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import json
 import re
-import warnings
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 
 from migrate.model import InputError
 from migrate.paths import select as select_files
-from migrate.sources import check_memory, read
+from migrate.sources import read
 
 NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Z0-9, ]+))?", re.IGNORECASE)
 
@@ -53,27 +52,13 @@ class Outcome:
 def check_source(code: str, path: str = "train.py", rules: Iterable = ()) -> list[Violation]:  # type: ignore[type-arg]
     """The violations of one script's text, sorted by place (every rule when `rules` is empty).
     Raises InputError for text that does not parse."""
+    from migrate.check.facts import parse_script
     from migrate.check.rules import RULES
 
     script = parse_script(code, path)
     found = [_violation(script, rule, hit) for rule in (tuple(rules) or RULES) for hit in rule.find(script)]
     kept = {v for v in found if not _silenced(code, v)}
     return sorted(kept, key=lambda v: (v.path != path, v.path, v.line, v.col, v.code))
-
-
-def parse_script(code: str, path: str):  # type: ignore[no-untyped-def]
-    """The parsed Script (migrate.check.facts) of a text; InputError, at its place, when it does not parse."""
-    import libcst as cst
-
-    from migrate.check.facts import Script
-
-    check_memory(path, code)  # libcst aborts the process when it runs out of memory
-    _check_syntax(code, path)
-    try:
-        module = cst.parse_module(code)
-    except cst.ParserSyntaxError as error:
-        raise InputError(path, error.raw_line, error.raw_column + 1, f"syntax error: {error.message}") from None
-    return Script(path=path, code=code, module=module)
 
 
 def _violation(script, rule, hit) -> Violation:  # type: ignore[no-untyped-def]
@@ -94,18 +79,6 @@ def _silenced(code: str, violation: Violation) -> bool:
         return False
     codes = [c.strip().upper() for c in (match.group("codes") or "").split(",") if c.strip()]
     return not codes or violation.code.startswith(tuple(codes))
-
-
-def _check_syntax(code: str, path: str) -> None:
-    """CPython's compiler first, so a syntax error reads as Python's own, at its place."""
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            compile(code, path, "exec", dont_inherit=True)
-    except SyntaxError as error:
-        raise InputError(path, error.lineno or 0, error.offset or 0, f"syntax error: {error.msg}") from None
-    except ValueError as error:  # NUL bytes
-        raise InputError(path, 0, 0, f"cannot be compiled: {error}") from None
 
 
 def check_file(path: str, rules: Iterable = ()) -> list[Violation] | InputError:  # type: ignore[type-arg]

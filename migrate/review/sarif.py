@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from urllib.parse import quote
 
 from migrate.findings import all_codes
+import migrate.targets  # noqa: F401  (building the registry declares each target's codes to migrate.findings)
 from migrate.report import display_path
 
 SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"

@@ -1,30 +1,40 @@
 """What every step receives: the sites, the edit plan, the options, and small helpers to
-spell new code (imports the script already has are reused under the script's own names).
+spell new code (imports the script already has are reused under the script's own names); and the
+target's model wrapper (`Wrapper`) the Context holds, which steps.wrap_model applies.
 """
 
 from __future__ import annotations
 
 import string
 import textwrap
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
 import libcst as cst
 
 from migrate.analysis.index import Scope
 from migrate.analysis.positions import Positions
-from migrate.analysis.sites import TrainingSites
+from migrate.analysis.sites import ModelSite, TrainingSites
 from migrate.findings import finding
 from migrate.model import Finding, Options
 from migrate.rewrite import EditPlan
 from migrate.runtime import Runtime
 from migrate.steps.imports import ImportNames, import_names
 
-if TYPE_CHECKING:
-    from migrate.steps.wrap_model import Wrapper
-
 Record = TypeVar("Record")
+
+# Attributes the wrapper itself answers correctly: everything else goes to `.module`.
+WRAPPER_SAFE = frozenset(
+    {
+        "parameters", "named_parameters", "buffers", "named_buffers", "children", "named_children",
+        "modules", "named_modules", "train", "eval", "zero_grad", "to", "cuda", "cpu", "forward",
+        "requires_grad_", "apply", "no_sync", "module", "training", "half", "float", "double",
+        "bfloat16", "type", "join", "register_forward_hook", "register_forward_pre_hook",
+        "register_full_backward_hook", "register_comm_hook",
+    }
+)
 
 
 @dataclass(eq=False)
@@ -255,3 +265,16 @@ def _line_break_between(call: cst.Call) -> cst.ParenthesizedWhitespace | None:
     if isinstance(call.whitespace_before_args, cst.ParenthesizedWhitespace) and len(args) == 1:
         return call.whitespace_before_args
     return None
+
+
+@dataclass(frozen=True)
+class Wrapper:
+    """A target's model wrapper: the statements that wrap a model, and how later uses reach the
+    user's own module. DDP, DataParallel and DeepSpeed's engine hold it as `.module` and answer
+    only `safe` attributes themselves; a wrapper that keeps the user's class (FSDP2's
+    `fully_shard`) routes nothing."""
+
+    code: Callable[[Context, ModelSite], str] | None  # `model = DDP(model)\n`; None: a step of the target wraps
+    safe: frozenset[str] = WRAPPER_SAFE
+    through_module: bool = True
+    zero3_partitions: bool = False  # DeepSpeed: at --zero 3 the user's module's own layers gather their weights

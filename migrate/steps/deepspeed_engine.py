@@ -52,7 +52,7 @@ from migrate.steps.engine_refusals import (
 from migrate.steps.epoch_figures import CURRENT_GPU_OR_CPU, reduce_epoch_figures
 from migrate.steps.gathers import outside_open_files, report_gather_on_some_ranks
 from migrate.steps.wrap_model import remove_data_parallel, unwrap_later_uses
-from migrate.targets.deepspeed import CONFIG_NAME, DEEPSPEED_ON_CPU
+from migrate.steps.deepspeed_names import CONFIG_NAME, DEEPSPEED_ON_CPU
 
 
 @dataclasses.dataclass(frozen=True)

@@ -37,7 +37,10 @@ def report_no_engine(ctx: Context, ordering: NoModelOrdering) -> None:
                    "optimizer: put them into one optimizer with a param group each, then convert again; " + LEFT, first)
     elif reason is Unordered.OPTIMIZER_REBUILT and ordering.seen is not None:
         line = ctx.position(ordering.seen)[0]
-        ctx.report("MIG129", f"`{ordering.optimizers[0]}` is built again during training (line {line}: "
+        scope = ctx.index.scope_of.get(ordering.seen)
+        elsewhere = scope is not None and scope is not models[0].scope
+        where = f", in `{scope.name}()`, which the training loop calls" if elsewhere else ""
+        ctx.report("MIG129", f"`{ordering.optimizers[0]}` is built again during training (line {line}{where}: "
                    f"`{first_line(ctx, ordering.seen)}`); a DeepSpeed engine keeps the optimizer it was given, so the "
                    f"new one would never step; {LEFT}", ordering.seen)
     elif reason is Unordered.NO_OPTIMIZER:

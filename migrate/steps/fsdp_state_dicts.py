@@ -11,6 +11,10 @@ After `fully_shard` each rank holds a shard of every weight (a DTensor), so:
   `optimizer.load_state_dict(sd)` `set_optimizer_state_dict(model, optimizer, sd, ...)`, with
   `broadcast_from_rank0=True`: rank 0's copy is sent to every rank, which then keeps its shard.
   That loads a file every rank read as well as weights only rank 0 gathered (`best = model.state_dict()`).
+- The same in this file's functions the sharded model and its optimizer are handed to after the
+  shard, under their names there (`def resume(net, opt, path): net.load_state_dict(...)`, called
+  as `resume(model, optimizer, path)` below the shard, which the shard step may have moved above
+  where DDP would wrap: such a call counts from there).
 - `torch.save(model)` cannot pickle the sharded module (torch 2.13: "Can't pickle <class
   FSDPNet>"): the file is left unchanged (MIG303).
 
@@ -22,10 +26,12 @@ from __future__ import annotations
 
 import libcst as cst
 
-from migrate.analysis.index import AttributeUse, read_names
+from migrate.analysis.index import AttributeUse, Scope, read_names, spell
 from migrate.analysis.models import aliases, is_after
 from migrate.analysis.sites import ModelSite
 from migrate.analysis.state_dicts import earlier_names, model_state_dicts, moved_names
+from migrate.analysis.trained import calls_of
+from migrate.analysis.training import argument
 from migrate.steps.base import Context, expression, statement, statements
 from migrate.steps.gathers import outside_open_files, outside_rank_guards, report_gather_on_some_ranks
 from migrate.steps.wrap_model import load_former_data_parallel_keys, saved_module
@@ -33,6 +39,7 @@ from migrate.steps.wrap_model import load_former_data_parallel_keys, saved_modul
 CHECKPOINT = "torch.distributed.checkpoint.state_dict"
 GATHER = "full_state_dict=True, cpu_offload=True"
 SCATTER = "full_state_dict=True, broadcast_from_rank0=True"
+MAX_HAND_DEPTH = 4  # calls followed down from the optimizer's own scope
 
 
 def fsdp_state_dicts(ctx: Context) -> None:
@@ -192,7 +199,7 @@ def _strict(ctx: Context, call: cst.Call) -> str | None:
 
 def _calls_after(ctx: Context, site: ModelSite, method: str) -> list[AttributeUse]:
     """`<model>.<method>(...)` under any of the model's names, after the shard."""
-    names = aliases(ctx.index, site)
+    names = _model_names(ctx, site)
     return [use for use in ctx.index.attributes
             if use.called and use.node.attr.value == method and (use.owner, use.place.scope.name) in names
             and is_after(ctx.index, use.place.stmt, site)]
@@ -233,8 +240,10 @@ def _optimizers(ctx: Context) -> None:
         site = _site_of(ctx, stepped)
         if site is None:
             continue
+        handed = _handed_optimizer(ctx, stepped.spelling)
         for use in ctx.index.attributes:
-            if use.owner != stepped.spelling or not use.called or use.node.attr.value not in ("state_dict", "load_state_dict"):
+            named = use.owner == stepped.spelling or (use.owner, use.place.scope.name) in handed
+            if not named or not use.called or use.node.attr.value not in ("state_dict", "load_state_dict"):
                 continue
             model = _model_in(ctx, site, use)
             call = _call(ctx, use)
@@ -242,20 +251,72 @@ def _optimizers(ctx: Context) -> None:
                 continue
             if model is None:
                 continue  # left for the check below (MIG303: the file is left unchanged)
+            optimizer = use.owner  # its name there: `opt` in `def resume(net, opt, path)`
             if use.node.attr.value == "state_dict":
                 get = ctx.imported(CHECKPOINT, "get_optimizer_state_dict")
-                variable = f"{stepped.spelling.split('.')[-1]}_state"
-                gather = statement(f"{variable} = {get}({model}, {stepped.spelling}, options={_options(ctx, GATHER)})"
+                variable = f"{optimizer.split('.')[-1]}_state"
+                gather = statement(f"{variable} = {get}({model}, {optimizer}, options={_options(ctx, GATHER)})"
                                    "  # every rank gathers; rank 0 gets the full state\n")
                 _insert_gather(ctx, use.place.stmt, gather, site)
                 ctx.plan.replace_with(call, cst.Name(variable))
             elif call.args:
                 load = ctx.imported(CHECKPOINT, "set_optimizer_state_dict")
-                named = _named_state_helper(ctx)
-                head = f"{load}({model}, {stepped.spelling}, {named}({model}, {stepped.spelling}, "
+                helper = _named_state_helper(ctx)
+                head = f"{load}({model}, {optimizer}, {helper}({model}, {optimizer}, "
                 options = _options(ctx, SCATTER)
                 ctx.plan.replace(call, lambda updated, head=head, options=options: expression(
                     f"{head}{cst.Module([]).code_for_node(updated.args[0].value)}), options={options})"))
+
+
+def _model_names(ctx: Context, site: ModelSite) -> set[tuple[str, str]]:
+    """The model's (name, scope) pairs: its aliases, and the parameters of this file's functions that
+    every caller hands one of them after the shard. The shard step may have moved the site above
+    where DDP would wrap, past such a call (`start = resume(model, optimizer, path)`), which the
+    aliases, taken before the move, do not count."""
+    def compute() -> frozenset[tuple[str, str]]:
+        names = aliases(ctx.index, site)
+        return frozenset(names | _handed(ctx, names, site))
+
+    return set(ctx.index.answer("fsdp_model_names", id(site), compute))
+
+
+def _handed_optimizer(ctx: Context, spelling: str) -> set[tuple[str, str]]:
+    """(parameter, function) pairs of this file's functions that every caller hands the optimizer
+    (`("opt", "resume")` for `def resume(net, opt, path)` called as `resume(model, optimizer, path)`)."""
+    scopes = [*ctx.index.functions, "<module>"]
+    return _handed(ctx, {(spelling, scope) for scope in scopes}, None)
+
+
+def _handed(ctx: Context, known: set[tuple[str, str]], site: ModelSite | None) -> set[tuple[str, str]]:
+    """(parameter, function) pairs, not in `known`, of this file's functions that every caller hands
+    a name in `known` (or one found so far), after the shard of `site` when one is given; followed a
+    few calls down."""
+    index = ctx.index
+    found: set[tuple[str, str]] = set()
+    for _ in range(MAX_HAND_DEPTH):
+        new = {(param, scope.name) for scope in index.functions.values() if isinstance(scope.node, cst.FunctionDef)
+               for param in scope.params if (param, scope.name) not in known | found
+               and _always_handed(ctx, scope, param, known | found, site)}
+        if not new:
+            break
+        found |= new
+    return found
+
+
+def _always_handed(ctx: Context, scope: Scope, param: str, names: set[tuple[str, str]], site: ModelSite | None) -> bool:
+    """Every call of `scope` seen passes one of `names` (as its caller spells it) for `param`."""
+    if param == "self":
+        return False
+    position = scope.params.index(param) - (1 if scope.class_name else 0)
+    calls = calls_of(ctx.index, scope)
+    for call in calls:
+        arg = argument(call.node, param, position)
+        spelled = spell(arg.value) if arg is not None else None
+        if spelled is None or (spelled, call.place.scope.name) not in names:
+            return False
+        if site is not None and not is_after(ctx.index, call.place.stmt, site):
+            return False
+    return bool(calls)
 
 
 NAMED_STATE = "named_optimizer_state"
@@ -309,7 +370,7 @@ def _site_of(ctx: Context, stepped) -> ModelSite | None:  # type: ignore[no-unty
 
 def _model_in(ctx: Context, site: ModelSite, use: AttributeUse) -> str | None:
     """The model's name in the scope of `use`."""
-    for name, scope in sorted(aliases(ctx.index, site)):
+    for name, scope in sorted(_model_names(ctx, site)):
         if scope == use.place.scope.name:
             return name
     return None

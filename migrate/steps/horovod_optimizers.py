@@ -30,7 +30,7 @@ during backward.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import libcst as cst
 
@@ -38,9 +38,10 @@ from migrate.analysis.gradients import last_change
 from migrate.analysis.index import Scope, descendants, read_names, spell
 from migrate.analysis.sites import ModelSite
 from migrate.analysis.training import argument, calls_in
-from migrate.analysis.trained import Owner, Stepped, optimizer_owners
+from migrate.analysis.trained import Stepped, optimizer_owners
 from migrate.steps.base import Context, expression, statements
 from migrate.steps.horovod_synchronize import (
+    Wrapped,
     block_position,
     crossing_backwards,
     in_header,
@@ -56,24 +57,13 @@ def broadcast_code(ctx: Context, site: ModelSite) -> str:
     return f"{hvd}.broadcast_parameters({site.spelling}.state_dict(), root_rank=0)  # every rank starts from rank 0's weights\n"
 
 
+# MIG006: what Horovod itself is for and where it stops, said once per converted script
+MAINTENANCE = ("Horovod's last release is 0.28.1 (2023): it does not build against torch >= 2.1 as published "
+               "(see the README for the build that works); for a maintained stack convert the original with "
+               "`migrate to-ddp`")
+
 # Horovod leaves the model as it is: the user's module, reached without `.module`
 BROADCAST_WRAPPER = Wrapper(code=broadcast_code, through_module=False)
-
-
-@dataclass(eq=False)
-class Wrapped:
-    """One optimizer as the conversion wraps it."""
-
-    stepped: list[Stepped]  # every place it is stepped
-    built: cst.BaseExpression
-    owners: list[Owner] | None
-    passes: str | None = None  # backward_passes_per_step, as code
-    # the other constructions bound to the same name (`if args.adam: opt = Adam(...) else: opt = SGD(...)`)
-    alternatives: list[cst.BaseExpression] = field(default_factory=list)
-    # the wrap goes after this statement instead of the construction's (where its arguments are known)
-    wrap_after: cst.BaseStatement | None = None
-    spellings: set[str] = field(default_factory=set)
-    after_model: bool = False  # wrap_after is where the model it holds is last moved or cast
 
 
 def horovod_optimizers(ctx: Context) -> None:
@@ -181,8 +171,6 @@ class OwnersBroadcast:
 
 
 def maintenance_note(ctx: Context) -> None:
-    from migrate.targets.horovod import MAINTENANCE
-
     if ctx.sites.models:
         site = ctx.sites.models[0]
         ctx.report("MIG006", MAINTENANCE, site.wrap_after or site.wrap_before)

@@ -23,19 +23,33 @@ backward first:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
 
 import libcst as cst
 
 from migrate.analysis.index import CallSite, Scope, descendants, read_names, spell
+from migrate.analysis.trained import Owner, Stepped
 from migrate.analysis.training import callee_scope, calls_in
 from migrate.steps.base import Context, expression, statements
 
-if TYPE_CHECKING:
-    from migrate.steps.horovod_optimizers import Wrapped
-
 GRADIENT_READERS = ("clip_grad_norm_", "clip_grad_value_", "clip_grad_norm", "unscale_")
+
+
+# one optimizer as steps.horovod_optimizers wraps it (defined here, where both modules can import it)
+@dataclass(eq=False)
+class Wrapped:
+    """One optimizer as the conversion wraps it."""
+
+    stepped: list[Stepped]  # every place it is stepped
+    built: cst.BaseExpression
+    owners: list[Owner] | None
+    passes: str | None = None  # backward_passes_per_step, as code
+    # the other constructions bound to the same name (`if args.adam: opt = Adam(...) else: opt = SGD(...)`)
+    alternatives: list[cst.BaseExpression] = field(default_factory=list)
+    # the wrap goes after this statement instead of the construction's (where its arguments are known)
+    wrap_after: cst.BaseStatement | None = None
+    spellings: set[str] = field(default_factory=set)
+    after_model: bool = False  # wrap_after is where the model it holds is last moved or cast
 
 
 def synchronize_leftovers(ctx: Context, optimizer: Wrapped) -> None:

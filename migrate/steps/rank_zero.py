@@ -24,7 +24,7 @@ from migrate.analysis.index import CallSite, Scope, ScriptIndex, descendants, sp
 from migrate.analysis.models import aliases
 from migrate.analysis.state_dicts import moved_names
 from migrate.analysis.training import BUILTIN_NAMES, calls_in
-from migrate.steps.base import Context, expression, statements, with_keyword
+from migrate.steps.base import Context, expression, statement, with_keyword
 
 LOG_METHODS = frozenset({"debug", "info", "warning", "warn", "log"})
 WANDB_CALLS = frozenset({"init", "log", "finish", "watch", "save", "log_artifact", "define_metric", "alert"})
@@ -370,21 +370,42 @@ def _mentions(ctx: Context, node: cst.CSTNode, names: set[str]) -> bool:
 
 def _compute_then_print(ctx: Context, call: CallSite) -> None:
     """`print("loss", evaluate(model))` -> the values that may run the model computed on every rank
-    first (`message = evaluate(model)`), then printed on rank 0: `print("loss", message)`."""
+    first (`message = evaluate(model)`), then printed on rank 0: `print("loss", message)`. Both are
+    built from the call as the other steps edited it (`model.encoder` -> `model.module.encoder`
+    inside it stays), not from the original text."""
     args = list(call.node.args)
     hoisted = [i for i, a in enumerate(args) if a.keyword is None and _may_be_collective(ctx, a.value)]
     if not hoisted or any(a.star for a in args) or any(_may_be_collective(ctx, a.value) for a in args if a.keyword):
         ctx.report("MIG112", f"this print computes a value that {_need(ctx)}; left printing on every rank", call.node)
         return
     names = {i: "message" if n == 0 else f"message_{n + 1}" for n, i in enumerate(hoisted)}
-    computed = "".join(f"{names[i]} = {ctx.code(args[i].value)}  # computed on every rank: it {_joins(ctx)}\n"
-                       for i in hoisted)
-    printed = ", ".join(names[i] if i in names else ctx.code(a).rstrip(", ") for i, a in enumerate(args))
     stmt = call.place.stmt
-    new = statements(f"{computed}if {ctx.rank_zero_test()}:\n    {ctx.code(call.node.func)}({printed})\n")
-    new[0] = new[0].with_changes(leading_lines=getattr(stmt, "leading_lines", ()))
-    ctx.plan.insert_before(stmt, new)
-    ctx.plan.remove(stmt)
+    computed = [statement(f"{names[i]} = {names[i]}  # computed on every rank: it {_joins(ctx)}\n") for i in hoisted]
+    computed[0] = computed[0].with_changes(leading_lines=getattr(stmt, "leading_lines", ()))
+    inserted: list[bool] = []
+
+    def hoist(updated: cst.CSTNode) -> cst.CSTNode:
+        """Runs when the plan is applied, after every edit inside the call: the edited values go
+        into the assignments placed before the statement, their names into the print."""
+        assert isinstance(updated, cst.Call)
+        edited = list(updated.args)
+        if not inserted:  # once, however often the edit runs
+            inserted.append(True)
+            ctx.plan.insert_before(stmt, [_assigned(line, edited[i].value) for line, i in zip(computed, hoisted)])
+        for i in hoisted:
+            edited[i] = edited[i].with_changes(value=cst.Name(names[i]))
+        return updated.with_changes(args=edited)
+
+    ctx.plan.replace(call.node, hoist)
+    if getattr(stmt, "leading_lines", ()):
+        ctx.plan.replace(stmt, lambda updated: updated.with_changes(leading_lines=()))
+    ctx.plan.guard(stmt, ctx.rank_zero_test())
+
+
+def _assigned(line: cst.BaseStatement, value: cst.BaseExpression) -> cst.BaseStatement:
+    """`message = <value>`: the parsed assignment line with its value put in."""
+    assert isinstance(line, cst.SimpleStatementLine) and isinstance(line.body[0], cst.Assign)
+    return line.with_changes(body=[line.body[0].with_changes(value=value)])
 
 
 def _need(ctx: Context) -> str:

@@ -16,7 +16,6 @@ wrapper's gradient hooks and are reported.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -26,34 +25,9 @@ from migrate.analysis.training import calls_in
 from migrate.analysis.models import SELF_RETURNING, ForeignReads, aliases, foreign_reads, is_after, unwrapped_too
 from migrate.analysis.sites import ModelSite
 from migrate.rewrite import small_statement_holding
-from migrate.steps.base import Context, expression, statements
-
-# Attributes the wrapper itself answers correctly: everything else goes to `.module`.
-WRAPPER_SAFE = frozenset(
-    {
-        "parameters", "named_parameters", "buffers", "named_buffers", "children", "named_children",
-        "modules", "named_modules", "train", "eval", "zero_grad", "to", "cuda", "cpu", "forward",
-        "requires_grad_", "apply", "no_sync", "module", "training", "half", "float", "double",
-        "bfloat16", "type", "join", "register_forward_hook", "register_forward_pre_hook",
-        "register_full_backward_hook", "register_comm_hook",
-    }
-)
-
+from migrate.steps.base import WRAPPER_SAFE, Context, Wrapper, expression, statements  # Wrapper: for its importers
 
 STATE_DICT = frozenset({"state_dict", "load_state_dict"})
-
-
-@dataclass(frozen=True)
-class Wrapper:
-    """A target's model wrapper: the statements that wrap a model, and how later uses reach the
-    user's own module. DDP, DataParallel and DeepSpeed's engine hold it as `.module` and answer
-    only `safe` attributes themselves; a wrapper that keeps the user's class (FSDP2's
-    `fully_shard`) routes nothing."""
-
-    code: Callable[[Context, ModelSite], str] | None  # `model = DDP(model)\n`; None: a step of the target wraps
-    safe: frozenset[str] = WRAPPER_SAFE
-    through_module: bool = True
-    zero3_partitions: bool = False  # DeepSpeed: at --zero 3 the user's module's own layers gather their weights
 
 
 def ddp_wrap_code(ctx: Context, site: ModelSite) -> str:

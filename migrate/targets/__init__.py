@@ -1,10 +1,13 @@
 """The registry of targets: one line each. The CLI's commands, `--help`, the frameworks recognised
 as "already distributed", the options each command takes and the README's table of targets all
-derive from this list. A planned target is listed (and refused) until it is built.
+derive from this list, and each target's own finding codes are declared from here to
+migrate.findings (which never looks the registry up). A planned target is listed (and refused)
+until it is built.
 """
 
 from __future__ import annotations
 
+from migrate.findings import declare
 from migrate.targets.base import Target
 from migrate.targets.ddp import DDP
 from migrate.targets.deepspeed import DEEPSPEED
@@ -19,6 +22,8 @@ REGISTRY: tuple[Target, ...] = (
     HOROVOD_TARGET,
     DP,
 )
+for _target in REGISTRY:
+    declare(_target.codes)
 
 # Frameworks no target converts to, recognised so that a script on one is left alone.
 OTHER_FRAMEWORKS = {"accelerate.Accelerator": "Accelerate"}

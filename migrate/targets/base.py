@@ -22,11 +22,13 @@ from migrate.model import Artifact, FileResult, InputError, Options, Severity
 if TYPE_CHECKING:
     from migrate.options import OptionProblem
     from migrate.runtime import Runtime
-    from migrate.steps.base import Context, Step
-    from migrate.steps.wrap_model import Wrapper
+    from migrate.steps.base import Context, Step, Wrapper
 
-# several scripts converted together: results in, results out, errors and notes (path, message) on the side
-Settle = Callable[[list[FileResult], Options], tuple[list[FileResult], list[InputError], list[tuple[str, str]]]]
+# one script converted again (path, target, options): what migrate.api.migrate_file does, handed in
+Convert = Callable[[str, str, Options], FileResult | InputError]
+# several scripts converted together: results in (with the converter), results out, errors and
+# notes (path, message) on the side
+Settle = Callable[[list[FileResult], Options, Convert], tuple[list[FileResult], list[InputError], list[tuple[str, str]]]]
 
 
 @dataclass(frozen=True)

@@ -19,13 +19,13 @@ import typer
 from migrate.model import Artifact, FileResult, InputError, Options
 from migrate.options import OptionProblem, offload_problems, config_out_problems, hosts_problems
 from migrate.runtime import torch_distributed
-from migrate.targets.base import Conversion, Target
+from migrate.steps.deepspeed_names import CONFIG_NAME
+from migrate.targets.base import Conversion, Convert, Target
 from migrate.templating import render
 
 if TYPE_CHECKING:
     from migrate.steps.base import Context
 
-CONFIG_NAME = "ds_config.json"
 PRECISIONS = ("auto", "fp32", "fp16", "bf16")
 
 # deepspeed.init_distributed starts torch.distributed: rank and world size are torch's. DeepSpeed
@@ -33,10 +33,6 @@ PRECISIONS = ("auto", "fp32", "fp16", "bf16")
 DEEPSPEED_LAUNCHER = torch_distributed(
     "the deepspeed launcher", '{deepspeed}.init_distributed(dist_backend="nccl" if {torch}.cuda.is_available() else "gloo")',
     modules=("deepspeed",))
-# a script that keeps its model on the CPU keeps DeepSpeed there too (DS_ACCELERATOR=cpu): gloo
-# everywhere (migrate.steps.deepspeed_engine.deepspeed_device chooses this one)
-DEEPSPEED_ON_CPU = torch_distributed("the deepspeed launcher", '{deepspeed}.init_distributed(dist_backend="gloo")',
-                                     modules=("deepspeed",))
 
 
 def config_path(script_path: str, ctx: Context) -> str:
@@ -148,12 +144,12 @@ def check_options(options: Options) -> list[OptionProblem]:
     return found + config_out_problems(options.config_out) + hosts_problems(options.hosts)
 
 
-def own_configs(results: list[FileResult], options: Options) -> tuple[list[FileResult], list[InputError], list[tuple[str, str]]]:
+def own_configs(results: list[FileResult], options: Options,
+                convert: Convert) -> tuple[list[FileResult], list[InputError], list[tuple[str, str]]]:
     """Two or more scripts of one folder that would each write its ds_config.json get their own,
     ds_config_<script>.json (converted again with that --config-out), and the run says so: even
-    when their settings agree today, a file tuned for one script would change how the other trains."""
-    from migrate import api
-
+    when their settings agree today, a file tuned for one script would change how the other trains.
+    `convert` is the caller's migrate.api.migrate_file (this layer never imports the API)."""
     if options.config_out is not None:
         return results, [], []
     writers: dict[str, list[tuple[FileResult, str]]] = {}
@@ -171,7 +167,7 @@ def own_configs(results: list[FileResult], options: Options) -> tuple[list[FileR
     for result in results:
         if id(result) in again:
             stem = os.path.splitext(os.path.basename(result.path))[0]
-            outcome = api.migrate_file(result.path, "deepspeed", dataclasses.replace(options, config_out=f"ds_config_{stem}.json"))
+            outcome = convert(result.path, "deepspeed", dataclasses.replace(options, config_out=f"ds_config_{stem}.json"))
             if isinstance(outcome, InputError):
                 errors.append(outcome)
                 continue

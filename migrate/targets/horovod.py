@@ -59,10 +59,6 @@ HOROVOD = Runtime(
     replaces_data_parallel="hvd.DistributedOptimizer and the broadcast of rank 0's weights",
 )
 
-MAINTENANCE = ("Horovod's last release is 0.28.1 (2023): it does not build against torch >= 2.1 as published "
-               "(see the README for the build that works); for a maintained stack convert the original with "
-               "`migrate to-ddp`")
-
 
 def horovodrun_launcher(script_path: str, ctx) -> list[Artifact]:  # type: ignore[no-untyped-def]
     """run_<script>_horovod.sh: horovodrun on this node, or on the hosts --hosts names (migrate.launch)."""
