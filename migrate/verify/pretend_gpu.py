@@ -40,8 +40,12 @@ library, then the user's frames that called it):
   are not on one under an NCCL-only group (DDP's own collectives are C++; this is where NCCL
   would refuse them);
 - `.numpy()` of a tensor on a pretend GPU; a device index past the device count.
+  (`get_device_properties` reports 80 GiB of total memory, so nn.DataParallel's balance check,
+  which divides by it, runs.)
 
 What it cannot model:
+- nn.DataParallel over several devices (its scatter and replicate are CUDA-only C++): on one
+  device (the original, one pretend GPU) it moves the inputs and runs the module, as it does there;
 - CUDA kernels, their numerics (TF32, cuDNN algorithms, float16 overflow that autocast would
   cause) and custom CUDA ops (torchvision.ops, apex, flash attention, bitsandbytes, DeepSpeed's
   CUDA ops): they run on CPU or fail as they would on CPU;
@@ -531,8 +535,11 @@ class _DeviceContext:
         STATE.current = self.previous
 
 
+PRETEND_MEMORY = 80 * 2**30  # what get_device_properties says (nn.DataParallel divides by it); nothing is allocated
+
+
 def _properties(device: Any = None) -> SimpleNamespace:
-    return SimpleNamespace(name="pretend GPU (CPU)", total_memory=0, major=8, minor=0, multi_processor_count=1,
+    return SimpleNamespace(name="pretend GPU (CPU)", total_memory=PRETEND_MEMORY, major=8, minor=0, multi_processor_count=1,
                            is_integrated=False, is_multi_gpu_board=False)
 
 
@@ -599,6 +606,25 @@ def _patch_record_stream() -> None:
             original(self, stream)
 
     torch.Tensor.record_stream = record_stream  # type: ignore[method-assign,assignment]
+
+
+def _patch_data_parallel() -> None:
+    """nn.DataParallel on one device (a single-GPU script that wraps its model anyway) moves the
+    inputs to that device and runs the module, which is what its forward does there; its scatter
+    and replicate are C++ CUDA calls the CPU build lacks, so over several devices it is refused."""
+    original = torch.nn.DataParallel.forward
+
+    def forward(self: torch.nn.DataParallel, *inputs: Any, **kwargs: Any) -> Any:
+        if not self.device_ids:
+            return original(self, *inputs, **kwargs)
+        if len(self.device_ids) > 1:
+            raise refuse(f"nn.DataParallel over {len(self.device_ids)} GPUs: its replication is CUDA-only and "
+                         "not modelled here (verify runs the original on one pretend GPU)")
+        device = self.src_device_obj
+        moved = torch.utils._pytree.tree_map(lambda v: v.to(device) if isinstance(v, torch.Tensor) else v, (inputs, kwargs))
+        return self.module(*moved[0], **moved[1])
+
+    torch.nn.DataParallel.forward = forward  # type: ignore[method-assign]
 
 
 def _patch_parameter() -> None:
@@ -813,6 +839,7 @@ def install() -> None:
     _patch_load()
     _patch_data_loader()
     _patch_distributed()
+    _patch_data_parallel()
     MODE.__enter__()  # stays on for the life of the process
 
 

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = Path(__file__).resolve().parent / "pretend"
 SINGLE = ("model_on_gpu_inputs_on_cpu", "model_and_inputs_on_gpu", "cuda_with_index", "factory_on_gpu",
           "autocast_and_scaler", "numpy_of_gpu_tensor", "inputs_on_gpu_model_on_cpu", "semantics",
-          "device_past_the_count", "ddp_of_cpu_model_under_nccl")
+          "device_past_the_count", "ddp_of_cpu_model_under_nccl", "data_parallel_one_gpu")
 
 DRIVER = r"""
 import contextlib, io, json, runpy, sys
@@ -109,6 +109,13 @@ def test_what_torch_cuda_answers(outcomes: dict[str, dict[str, object]]) -> None
     outcome = outcomes["semantics"]
     assert outcome["error"] is None, outcome
     assert outcome["stdout"] == "ok pretend GPU (CPU)\ntypes ok\n"
+
+
+def test_data_parallel_on_one_pretend_gpu(outcomes: dict[str, dict[str, object]]) -> None:
+    """nn.DataParallel divides by the devices' total memory (a 0 there was a ZeroDivisionError)."""
+    outcome = outcomes["data_parallel_one_gpu"]
+    assert outcome["error"] is None, outcome
+    assert outcome["stdout"] == "dp True\n"
 
 
 def test_device_past_the_count(outcomes: dict[str, dict[str, object]]) -> None:
