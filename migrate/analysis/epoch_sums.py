@@ -238,3 +238,12 @@ def _is_comparison(node: cst.BaseExpression) -> bool:
         return True
     return (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)
             and node.func.attr.value in ("eq", "ne", "lt", "le", "gt", "ge"))
+
+
+def how_reduced(sums: EpochSums) -> str:
+    """"`a`, `b` summed and `c` averaged": what the reduction does to each sum."""
+    summed = [name for name in sums.names if name not in sums.averaged]
+    averaged = [name for name in sums.names if name in sums.averaged]
+    parts = [f"{', '.join(f'`{n}`' for n in summed)} summed" if summed else "",
+             f"{', '.join(f'`{n}`' for n in averaged)} averaged" if averaged else ""]
+    return " and ".join(p for p in parts if p)

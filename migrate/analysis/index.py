@@ -543,3 +543,10 @@ def reachable(edges: Mapping[str, Iterable[str]], start: Iterable[str]) -> set[s
                 reached.add(following)
                 pending.append(following)
     return reached
+
+
+def free_name(name: str, used: Iterable[str]) -> str:
+    """`name`, or `name_`, `name_2`, `name_3`...: the first that `used` does not hold (a name the
+    conversion adds must not shadow one of the script's)."""
+    taken = set(used)
+    return next((c for c in [name, f"{name}_"] + [f"{name}_{n}" for n in range(2, 100)] if c not in taken), name)

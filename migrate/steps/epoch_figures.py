@@ -32,7 +32,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from migrate.analysis.epoch_sums import EpochSums, epoch_sums
+from migrate.analysis.epoch_sums import EpochSums, epoch_sums, how_reduced
+from migrate.analysis.index import free_name
 from migrate.steps.base import Context, Step, statements
 from migrate.steps.horovod_synchronize import block_position
 
@@ -63,7 +64,7 @@ def reduce_epoch_figures(ctx: Context, device: str | None) -> None:
 def _reduce_code(ctx: Context, sums: EpochSums, device: str | None) -> str:
     torch = ctx.torch
     dist = ctx.module_name("torch.distributed", "dist")
-    figures = _free_name(ctx, "figures")
+    figures = free_name("figures", ctx.index.names_under(ctx.index.module))
     on = f", device={ctx.spell(device)}" if device is not None else ""
     lines = [
         "# the epoch's figures over every rank's batches, not only this rank's share\n",
@@ -80,21 +81,6 @@ def _reduce_code(ctx: Context, sums: EpochSums, device: str | None) -> str:
     return "".join(lines)
 
 
-def _free_name(ctx: Context, name: str) -> str:
-    """`name`, or `name_`, `name_2`...: one no name in the script spells."""
-    used = ctx.index.names_under(ctx.index.module)
-    return next(c for c in [name, f"{name}_"] + [f"{name}_{n}" for n in range(2, 100)] if c not in used)
-
-
 def _report(ctx: Context, sums: EpochSums, loop: cst.CSTNode) -> None:
     ctx.report("MIG007", f"{how_reduced(sums)} over every rank after the training loop (dist.all_reduce), so what "
                "rank 0 prints covers every rank's batches, as the original's did", loop)
-
-
-def how_reduced(sums: EpochSums) -> str:
-    """"`a`, `b` summed and `c` averaged": what the reduction does to each sum."""
-    summed = [name for name in sums.names if name not in sums.averaged]
-    averaged = [name for name in sums.names if name in sums.averaged]
-    parts = [f"{', '.join(f'`{n}`' for n in summed)} summed" if summed else "",
-             f"{', '.join(f'`{n}`' for n in averaged)} averaged" if averaged else ""]
-    return " and ".join(p for p in parts if p)

@@ -33,7 +33,7 @@ from migrate.analysis.models import aliases, is_after, top_statement
 from migrate.analysis.placement import placed_by_script
 from migrate.analysis.sites import ModelSite
 from migrate.analysis.state_dicts import moved_names
-from migrate.analysis.index import spell
+from migrate.analysis.index import free_name, spell
 from migrate.analysis.trained import calls_of, optimizer_owners
 from migrate.analysis.training import argument
 from migrate.analysis.upstream import upstream
@@ -267,11 +267,7 @@ def _class_spelling(ctx: Context, name: str, module: str | None) -> str:
 def _free_name(ctx: Context, site: ModelSite, name: str) -> str:
     """`name`, or `name_`...: one the scope the loop goes in does not use already."""
     used = {b.target for b in ctx.index.bindings if b.place.scope is site.scope} | set(ctx.index.imports)
-    used |= set(site.scope.params)
-    for candidate in [name, f"{name}_"] + [f"{name}_{n}" for n in range(2, 100)]:
-        if candidate not in used:
-            return candidate
-    return name
+    return free_name(name, used | set(site.scope.params))
 
 
 def _report_sharding(ctx: Context, site: ModelSite, blocks: Blocks) -> None:

@@ -19,9 +19,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from migrate.analysis.epoch_sums import EpochSums, epoch_sums
+from migrate.analysis.epoch_sums import EpochSums, epoch_sums, how_reduced
 from migrate.steps.base import Context, statements
-from migrate.steps.epoch_figures import how_reduced
 from migrate.steps.horovod_synchronize import block_position
 
 
