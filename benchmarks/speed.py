@@ -18,6 +18,7 @@ from pathlib import Path
 import libcst as cst
 
 from migrate.api import migrate_source
+from migrate.project_files import read_from_disk
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -42,7 +43,7 @@ def conversion_ratios(repeat: int, target: str) -> None:
         baseline, convert = float("inf"), float("inf")
         for _ in range(repeat):
             baseline = min(baseline, best_of(1, lambda: cst.parse_module(code).code))
-            convert = min(convert, best_of(1, lambda: migrate_source(code, target, path=str(script))))
+            convert = min(convert, best_of(1, lambda: migrate_source(code, target, path=str(script), read_module=read_from_disk)))
         if "backward" not in code:
             continue  # skipped by the textual prefilter: no parse at all
         ratio = convert / baseline

@@ -1,14 +1,19 @@
 """torch-migrate: codemods from single-GPU PyTorch training scripts to distributed ones.
 
 Public API (libcst is imported only when a conversion runs):
-    migrate_source(code, target, options) -> FileResult
+    migrate_source(code, target, options, path, read_module) -> FileResult
     migrate_paths(paths, target, options) -> iterator of FileResult | InputError
     Options, FileResult, Finding, InputError, TARGETS
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from migrate.model import FileResult, Finding, InputError, Options
+
+if TYPE_CHECKING:
+    from migrate.project_files import ReadModule
 
 
 def __getattr__(name: str) -> object:
@@ -21,10 +26,15 @@ def __getattr__(name: str) -> object:
     raise AttributeError(f"module 'migrate' has no attribute {name!r}")
 
 
-def migrate_source(code: str, target: str, options: Options | None = None, path: str = "train.py") -> FileResult:
+def migrate_source(code: str, target: str, options: Options | None = None, path: str = "train.py",
+                   read_module: ReadModule | None = None) -> FileResult:
+    """Convert one script's text (see migrate.api.migrate_source). `read_module(path) -> str | None`
+    gives the text of a module of the script's folder; by default none is read (pass
+    migrate.project_files.read_from_disk to read them from disk, as migrate_paths does)."""
     from migrate.api import migrate_source as convert
+    from migrate.project_files import read_nothing
 
-    return convert(code, target, options, path)
+    return convert(code, target, options, path, read_module or read_nothing)
 
 
 def migrate_paths(paths, target: str, options: Options | None = None):  # type: ignore[no-untyped-def]

@@ -1,12 +1,13 @@
 """The library API: convert source text, or files on disk, to a target.
 
-`migrate_source` is pure (text in, FileResult out), except that before parsing it refuses a file
+`migrate_source` is pure (text in, FileResult out; the modules of the script's folder only through
+the reader it is handed, migrate.project_files), except that before parsing it refuses a file
 whose syntax tree would not fit in the memory left (migrate.sources.check_memory), and it lets
 CPython's compiler check the text first, so what CPython refuses is the input's error, in its
 words. `migrate_paths` adds choosing the files (migrate.paths), reading them (migrate.sources:
 encoding cookies, regular files only) and turning any failure in one file into an error for that
-file. Writing is migrate.writing. libcst is imported only here and below, on first use, so the
-CLI starts fast.
+file, and settles the files of one run together (`settle`, which the CLI calls too). Writing is
+migrate.writing. libcst is imported only here and below, on first use, so the CLI starts fast.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from migrate.model import FileResult, InputError, Options
 from migrate.options import OptionsError
 from migrate.options import check as check_options
 from migrate.paths import select
+from migrate.project_files import ReadModule, read_from_disk, read_nothing
 from migrate.sources import check_memory, read
 
 T = TypeVar("T")
@@ -37,8 +39,11 @@ PREFILTER_WORDS = ("backward",)
 ONLY_WHEN_CONVERTED = frozenset({"MIG003", "MIG107", "MIG108", "MIG301", "MIG305"})
 
 
-def migrate_source(code: str, target: str, options: Options | None = None, path: str = "train.py") -> FileResult:
-    """Convert one script's text. Raises InputError on a syntax error; never writes anything."""
+def migrate_source(code: str, target: str, options: Options | None = None, path: str = "train.py",
+                   read_module: ReadModule = read_nothing) -> FileResult:
+    """Convert one script's text. Raises InputError on a syntax error; never writes anything.
+    Modules of the script's folder (`path`'s) are seen only through `read_module` (the default
+    reads none; migrate_file hands over migrate.project_files.read_from_disk)."""
     import libcst as cst
 
     from migrate.analysis import analyze, frameworks_called
@@ -78,7 +83,7 @@ def migrate_source(code: str, target: str, options: Options | None = None, path:
             return FileResult(path=path, old=code, new=code, findings=(built_early,), skipped=True)
     plan = EditPlan(module=module)
     ctx = Context(sites=sites, plan=plan, options=options, runtime=conversion.runtime, wrapper=conversion.wrapper,
-                  source=code, script=os.path.basename(path), path=path)
+                  source=code, script=os.path.basename(path), path=path, read_module=read_module)
     for step in conversion.steps:
         step(ctx)
         if ctx.refused:
@@ -226,11 +231,43 @@ def _skipped(path: str, code: str, finding_code: str, message: str) -> FileResul
 def migrate_paths(paths: Iterable[str], target: str, options: Options | None = None,
                   exclude: Iterable[str] = ()) -> Iterator[FileResult | InputError]:
     """Convert each file (folders are searched, see migrate.paths). Yields InputError for bad input
-    and for an internal error in one file, then goes on with the next: never raises for a file."""
+    and for an internal error in one file, then goes on with the next: never raises for a file.
+    The files are settled together as the command line settles them (see `settle`: two DeepSpeed
+    scripts of one folder each get their own config), so for a target that settles, every file is
+    converted before the first result is yielded."""
     selection = select(paths, exclude)
     yield from selection.errors
-    for found in selection.files:
-        yield migrate_file(found.path, target, options)
+    files = (migrate_file(found.path, target, options) for found in selection.files)
+    if not _settles(target):
+        yield from files
+        return
+    outcomes = list(files)
+    results, errors, _ = settle([o for o in outcomes if isinstance(o, FileResult)], target, options)
+    yield from [o for o in outcomes if isinstance(o, InputError)] + errors
+    yield from results
+
+
+Note = tuple[str, str]  # (path, message): something a run over several files says about them
+
+
+def settle(results: list[FileResult], target: str,
+           options: Options | None = None) -> tuple[list[FileResult], list[InputError], list[Note]]:
+    """What the target settles over the files of one run (DeepSpeed: scripts of one folder that
+    would share ds_config.json are converted again, each with its own): the results in, re-made
+    where needed, the files that failed on the second conversion, and notes for the run. One
+    home for the CLI and `migrate_paths`, so both write the same files."""
+    from migrate.targets import targets
+
+    settle_run = targets()[target].settle
+    if settle_run is None:
+        return results, [], []
+    return settle_run(results, options or Options(), migrate_file)
+
+
+def _settles(target: str) -> bool:
+    from migrate.targets import targets
+
+    return targets()[target].settle is not None
 
 
 def migrate_file(path: str, target: str, options: Options | None = None) -> FileResult | InputError:
@@ -238,7 +275,7 @@ def migrate_file(path: str, target: str, options: Options | None = None) -> File
     try:
         source = read(path)
         with _collector_paused():
-            result = run_deep(migrate_source, source.text, target, options, path)
+            result = run_deep(migrate_source, source.text, target, options, path, read_from_disk)
     except InputError as error:
         return error
     except OptionsError:

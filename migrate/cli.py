@@ -327,12 +327,12 @@ def run(target: str, paths: list[str], options: Options, write: bool, check: boo
         results.append(outcome)
         if not found.named:
             searched.add(outcome.path)
-    settle = targets()[target].settle
-    if settle is not None:
-        results, errors, notes = settle(results, options, _convert_one)
-        out.errors.extend(errors)
-        for path, message in notes:
-            out.note(path, message)
+    from migrate.api import settle
+
+    results, errors, notes = settle(results, target, options)
+    out.errors.extend(errors)
+    for path, message in notes:
+        out.note(path, message)
     if report_out is not None and not _report_out_usable(report_out, results):
         return EXIT_BAD_INPUT
     changed = [r for r in results if r.changed and not r.error]

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from migrate import migrate_source
+from migrate import FileResult, migrate_paths, migrate_source
+from migrate.project_files import read_from_disk
 
 HEAD = '''import copy
 
@@ -95,7 +96,7 @@ if __name__ == "__main__":
 
 def test_a_helper_of_another_module_that_reads_attributes_gets_the_module(tmp_path: Path) -> None:
     (tmp_path / "helpers.py").write_text(HELPER)
-    result = migrate_source(USES_HELPERS, "ddp", path=str(tmp_path / "train.py"))
+    result = migrate_source(USES_HELPERS, "ddp", path=str(tmp_path / "train.py"), read_module=read_from_disk)
     assert "score = evaluate(model.module, loader=loader)" in result.new
     assert "n = size(model)" in result.new  # reads only what the wrapper answers
     # in the training loop the module would run past the wrapper: reported, left as it was
@@ -103,6 +104,20 @@ def test_a_helper_of_another_module_that_reads_attributes_gets_the_module(tmp_pa
     [warning] = [m for m in messages(result, "MIG105") if "penalty()" in m]
     assert "`penalty()` of helpers.py reads `net.n_classes`" in warning
     assert 'getattr(net, "module", net)' in warning
+
+
+def test_converting_text_reads_no_module_unless_handed_a_reader(tmp_path: Path) -> None:
+    """migrate_source is a function of the text: the helper module beside `path` is seen only
+    through the reader the caller passes (migrate_paths and the CLI pass the disk's)."""
+    (tmp_path / "helpers.py").write_text(HELPER)
+    alone = migrate_source(USES_HELPERS, "ddp", path=str(tmp_path / "train.py"))
+    assert "evaluate(model, loader=loader)" in alone.new and not messages(alone, "MIG105")
+    handed = migrate_source(USES_HELPERS, "ddp", path=str(tmp_path / "train.py"),
+                            read_module={str(tmp_path / "helpers.py"): HELPER}.get)
+    assert "score = evaluate(model.module, loader=loader)" in handed.new
+    (tmp_path / "train.py").write_text(USES_HELPERS)
+    [from_disk] = migrate_paths([str(tmp_path / "train.py")], "ddp")
+    assert isinstance(from_disk, FileResult) and from_disk.new == handed.new
 
 
 def test_without_the_module_file_nothing_is_routed(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ import textwrap
 from pathlib import Path
 
 from migrate import Options, migrate_source
+from migrate.project_files import read_from_disk
 
 BLOCKS_ELSEWHERE = """\
 import torch
@@ -65,7 +66,7 @@ class Trunk(nn.Module):
 def convert(tmp_path: Path, code: str, options: Options | None = None, files: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
     for name, text in (files or {}).items():
         (tmp_path / name).write_text(text)
-    return migrate_source(textwrap.dedent(code), "fsdp", options, path=str(tmp_path / "train.py"))
+    return migrate_source(textwrap.dedent(code), "fsdp", options, path=str(tmp_path / "train.py"), read_module=read_from_disk)
 
 
 def messages(result, code: str) -> list[str]:  # type: ignore[no-untyped-def]

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from migrate import migrate_source
+from migrate.project_files import read_from_disk
 from migrate.model import Finding
 from migrate.targets import targets
 
@@ -42,7 +43,7 @@ def expected_files(case: Path, target: str) -> dict[str, str]:
     """The files the current tool makes for one case and target, by name: what `scripts/golden`
     writes and what the tests below compare with the files on disk."""
     # named train.py, in the case folder: a module the script imports is read from there
-    result = migrate_source((case / "input.py").read_text(), target, path=str(case / "train.py"))
+    result = migrate_source((case / "input.py").read_text(), target, path=str(case / "train.py"), read_module=read_from_disk)
     files = {f"{target}.py": result.new, f"{target}.findings": findings_text(result.findings)}
     config = next((a.text for a in result.artifacts if a.path.endswith("ds_config.json")), None)
     if config is not None:

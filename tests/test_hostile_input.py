@@ -117,10 +117,10 @@ def test_an_internal_error_names_the_file_and_the_others_still_convert(tmp_path:
     (tmp_path / "b.py").write_text(training(""))
     real = api.migrate_source
 
-    def broken_on_a(code: str, target: str, options: object = None, path: str = "") -> FileResult:
+    def broken_on_a(code: str, target: str, options: object = None, path: str = "", read_module: object = None) -> FileResult:
         if path.endswith("a.py"):
             raise KeyError("a bug")
-        return real(code, target, options, path)  # type: ignore[arg-type]
+        return real(code, target, options, path, read_module)  # type: ignore[arg-type]
 
     monkeypatch.setattr(api, "migrate_source", broken_on_a)
     outcomes = list(api.migrate_paths([str(tmp_path / "a.py"), str(tmp_path / "b.py")], "ddp"))

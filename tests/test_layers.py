@@ -20,7 +20,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     # the data everything shares: records, finding codes, how a runtime spells rank and setup
     ("data", ("migrate.model", "migrate.findings", "migrate.runtime")),
     # reading, choosing and writing files, signals, templates, diffs, checked options
-    ("basics", ("migrate.sources", "migrate.paths", "migrate.writing", "migrate.signals",
+    ("basics", ("migrate.sources", "migrate.paths", "migrate.project_files", "migrate.writing", "migrate.signals",
                 "migrate.templating", "migrate.report", "migrate.options")),
     # read-only analysis of one script
     ("analysis", ("migrate.analysis",)),

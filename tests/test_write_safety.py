@@ -57,6 +57,20 @@ def test_two_deepspeed_scripts_in_one_folder_get_one_config_each(two_scripts: Pa
     assert not (two_scripts / "ds_config.json").exists()
 
 
+def test_the_library_gives_two_deepspeed_scripts_of_a_folder_the_configs_the_cli_writes(two_scripts: Path) -> None:
+    """migrate_paths settles a run as the command line does (one home: migrate.api.settle)."""
+    from migrate import FileResult, migrate_paths
+
+    results = [r for r in migrate_paths([str(two_scripts / "a.py"), str(two_scripts / "b.py")], "deepspeed")]
+    assert all(isinstance(r, FileResult) for r in results)
+    configs = sorted(Path(a.path).name for r in results if isinstance(r, FileResult) for a in r.artifacts if a.path.endswith(".json"))
+    assert configs == ["ds_config_a.json", "ds_config_b.json"]
+    diff = migrate("to-deepspeed", "a.py", "b.py", cwd=two_scripts)
+    for result in results:
+        assert isinstance(result, FileResult) and result.new.splitlines()[0] in diff.stdout
+        assert f'"ds_config_{Path(result.path).stem}.json"' in result.new
+
+
 def test_two_deepspeed_scripts_with_equal_settings_still_get_one_config_each(two_scripts: Path) -> None:
     """Tuning ds_config_a.json must never change how b.py trains."""
     written = migrate("to-deepspeed", "--write", "a.py", "b.py", cwd=two_scripts)

@@ -21,6 +21,7 @@ import libcst as cst
 from migrate.analysis.index import ScriptIndex, descendants, spell
 from migrate.analysis.sites import ModelSite
 from migrate.analysis.upstream import model_class_call
+from migrate.project_files import ReadModule, read_from_disk, read_nothing
 
 LIST_CONTAINERS = ("torch.nn.ModuleList", "torch.nn.Sequential")
 TORCH_STACKS = {  # torch's own stacks of layers: the layer class each repeats
@@ -78,11 +79,13 @@ class Blocks:
     unread: list[str] = field(default_factory=list)  # classes the model builds that this run could not read
 
 
-def model_blocks(index: ScriptIndex, site: ModelSite, script_path: str, named: tuple[str, ...] = ()) -> Blocks:
-    """The block classes of the model at `site`: the ones `named` (--shard), else those found."""
+def model_blocks(index: ScriptIndex, site: ModelSite, script_path: str, named: tuple[str, ...] = (),
+                 read: ReadModule = read_nothing) -> Blocks:
+    """The block classes of the model at `site`: the ones `named` (--shard), else those found (in
+    the script, and in the modules of its folder that `read` returns)."""
     script = SourceFile(None, dict(index.classes), dict(index.imports), script_path)
     folder = os.path.dirname(os.path.abspath(script_path))
-    reader = _Reader(folder)
+    reader = _Reader(folder, read)
     built = model_class_call(index, site)
     found = Blocks()
     if built is None:
@@ -237,8 +240,9 @@ def _unique(classes: list[BlockClass]) -> list[BlockClass]:
 class _Reader:
     """Reads the modules of the script's folder that a class is imported from (each file once)."""
 
-    def __init__(self, folder: str) -> None:
+    def __init__(self, folder: str, read: ReadModule = read_from_disk) -> None:
         self.folder = folder
+        self.read = read
         self.files: dict[str, SourceFile | None] = {}
 
     def locate(self, qualified: str, source: SourceFile, depth: int = 0) -> tuple[cst.ClassDef, SourceFile] | None:
@@ -281,18 +285,18 @@ class _Reader:
         relative = module.lstrip(".").replace(".", os.sep)
         parsed: SourceFile | None = None
         for candidate in (os.path.join(self.folder, relative + ".py"), os.path.join(self.folder, relative, "__init__.py")):
-            if relative and os.path.isfile(candidate):
-                parsed = _parse(candidate, module)
+            text = self.read(candidate) if relative else None
+            if text is not None:
+                parsed = _parse(text, candidate, module)
                 break
         self.files[module] = parsed
         return parsed
 
 
-def _parse(path: str, module: str) -> SourceFile | None:
+def _parse(text: str, path: str, module: str) -> SourceFile | None:
     try:
-        with open(path, encoding="utf-8") as handle:
-            tree = cst.parse_module(handle.read())
-    except (OSError, UnicodeDecodeError, cst.ParserSyntaxError):
+        tree = cst.parse_module(text)
+    except cst.ParserSyntaxError:
         return None
     classes = {stmt.name.value: stmt for stmt in tree.body if isinstance(stmt, cst.ClassDef)}
     return SourceFile(module, classes, _imports(tree), path)

@@ -39,6 +39,7 @@ from migrate.analysis.training import (
     contains,
     is_local_callable,
 )
+from migrate.project_files import ReadModule
 
 LOSS_WORDS = ("loss", "criterion")
 SETUP_METHODS = frozenset({"to", "cuda", "load_state_dict", "half", "float", "bfloat16", "train", "requires_grad_"})
@@ -872,19 +873,17 @@ class ForeignReads:
     attributes: tuple[str, ...]  # read on the parameter, other than what the wrapper answers
 
 
-HELPER_FILE_LIMIT = 1 << 20  # bytes: a larger sibling module is not read
-
-
 def foreign_reads(folder: str, qualified: str, position: int | None, keyword: str | None,
-                  safe: frozenset[str]) -> ForeignReads | None:
+                  safe: frozenset[str], read: ReadModule) -> ForeignReads | None:
     """The attributes that the function `qualified` (`evaluate.evaluate`, imported from a module of
-    `folder`) reads on the parameter it receives at `position` (or as `keyword`), other than `safe`
-    ones; None when the module is not in the folder, does not parse, or reads nothing else."""
+    `folder`, whose text `read` gives) reads on the parameter it receives at `position` (or as
+    `keyword`), other than `safe` ones; None when the module is not read, does not parse, or reads
+    nothing else."""
     module, _, name = qualified.lstrip(".").rpartition(".")
     if not module or qualified.startswith(".."):
         return None
     path = os.path.join(folder, module.replace(".", os.sep) + ".py")
-    function = _module_function(path, name)
+    function = _module_function(read(path), name)
     if function is None:
         return None
     param = _parameter(function, position, keyword)
@@ -896,13 +895,12 @@ def foreign_reads(folder: str, qualified: str, position: int | None, keyword: st
     return ForeignReads(path, name, param, tuple(read)) if read else None
 
 
-def _module_function(path: str, name: str) -> cst.FunctionDef | None:
+def _module_function(text: str | None, name: str) -> cst.FunctionDef | None:
+    if text is None:
+        return None
     try:
-        if not os.path.isfile(path) or os.path.getsize(path) > HELPER_FILE_LIMIT:
-            return None
-        with open(path, encoding="utf-8") as handle:
-            tree = cst.parse_module(handle.read())
-    except (OSError, UnicodeDecodeError, cst.ParserSyntaxError):
+        tree = cst.parse_module(text)
+    except cst.ParserSyntaxError:
         return None
     return next((s for s in tree.body if isinstance(s, cst.FunctionDef) and s.name.value == name), None)
 

@@ -19,6 +19,7 @@ from migrate.analysis.positions import Positions
 from migrate.analysis.sites import ModelSite, TrainingSites
 from migrate.findings import finding
 from migrate.model import Finding, Options
+from migrate.project_files import ReadModule, read_nothing
 from migrate.rewrite import EditPlan
 from migrate.runtime import Runtime
 from migrate.steps.imports import ImportNames, import_names
@@ -47,6 +48,7 @@ class Context:
     source: str = ""  # the original text (findings' positions are read from it)
     script: str = "train.py"  # the file's name, for comments in generated code
     path: str = "train.py"  # the file's path as given: its folder holds the modules it imports
+    read_module: ReadModule = read_nothing  # how the modules of that folder are read (migrate.project_files)
     findings: list[Finding] = field(default_factory=list)
     _positions: Positions | None = None
     _import_names: ImportNames | None = None

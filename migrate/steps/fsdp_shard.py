@@ -63,7 +63,7 @@ def fsdp_shard(ctx: Context) -> None:
 
 def shard(ctx: Context, site: ModelSite) -> None:
     """The fully_shard calls for one model: where DDP would wrap it, or above its optimizer."""
-    _below_its_casts(ctx, site, model_blocks(ctx.index, site, ctx.path, ctx.options.shard))
+    _below_its_casts(ctx, site, model_blocks(ctx.index, site, ctx.path, ctx.options.shard, ctx.read_module))
     moved = _above_its_optimizer(ctx, site)
     if moved is not None and _binds_on_the_same_line(ctx, moved, site):
         ctx.report("MIG308", f"`{ctx.code(moved).strip()}` builds `{site.spelling}` and an optimizer over it on one "
@@ -71,7 +71,7 @@ def shard(ctx: Context, site: ModelSite) -> None:
                    "file is left unchanged", moved)
         ctx.refused = True
         return
-    blocks = model_blocks(ctx.index, site, ctx.path, ctx.options.shard)
+    blocks = model_blocks(ctx.index, site, ctx.path, ctx.options.shard, ctx.read_module)
     methods, parts = _called_outside_forward(ctx, site, blocks)
     if ctx.refused:
         return

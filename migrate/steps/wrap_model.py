@@ -264,7 +264,7 @@ def _helpers_through_module(ctx: Context, site: ModelSite, names: set[tuple[str,
             if arg.star or not spelled or place not in names or not is_after(index, call.place.stmt, site):
                 continue
             keyword = arg.keyword.value if arg.keyword is not None else None
-            reads = foreign_reads(folder, call.name, None if keyword else position, keyword, safe)
+            reads = foreign_reads(folder, call.name, None if keyword else position, keyword, safe, ctx.read_module)
             if reads is None:
                 continue
             if step_loops.intersection(call.place.loops):
