@@ -593,3 +593,79 @@ def seed_sources(index: ScriptIndex) -> list[SeedSource]:
     for helper, kinds in helpers.items():
         sources.extend(SeedSource(call=c, generators=frozenset(kinds)) for c in callers_of(index, helper) if c.node.args)
     return sorted(sources, key=lambda s: index.call_position(s.call))
+
+
+# -- a DataLoader's own sampler drawing with replacement from a seeded generator ---------------------
+# sampler class -> (position of `replacement`, its default, position of `generator`)
+SAMPLERS_WITH_REPLACEMENT = {
+    "torch.utils.data.RandomSampler": (1, False, 3),
+    "torch.utils.data.sampler.RandomSampler": (1, False, 3),
+    "torch.utils.data.WeightedRandomSampler": (2, True, 3),
+    "torch.utils.data.sampler.WeightedRandomSampler": (2, True, 3),
+}
+
+
+@dataclass(frozen=True)
+class SeededSampler:
+    """`DataLoader(ds, sampler=RandomSampler(ds, replacement=True, generator=g))` after `g.manual_seed(s)`
+    (or `generator=torch.Generator().manual_seed(s)`): every rank would draw the same indices."""
+
+    sampler: cst.Call
+    seeding: CallSite  # `g.manual_seed(s)`
+    seed: cst.BaseExpression  # `s`
+
+
+def seeded_sampler(index: ScriptIndex, loader: CallSite) -> SeededSampler | None:
+    """The loader's sampler, when it draws with replacement from a generator of its own seeded in this file."""
+    given = _argument(loader.node, "sampler", 3)
+    sampler = _made_by(index, given, loader.place.scope) if given is not None else None
+    if sampler is None:
+        return None
+    replacement_at, default, generator_at = SAMPLERS_WITH_REPLACEMENT[index.qualify(sampler.func) or ""]
+    replacement = _argument(sampler, "replacement", replacement_at)
+    with_replacement = default if replacement is None else isinstance(replacement, cst.Name) and replacement.value == "True"
+    generator = _argument(sampler, "generator", generator_at)
+    if not with_replacement or generator is None:
+        return None
+    seeding = _generator_seeding(index, generator, loader.place.scope)
+    if seeding is None or not seeding.node.args:
+        return None
+    return SeededSampler(sampler=sampler, seeding=seeding, seed=seeding.node.args[0].value)
+
+
+def _argument(call: cst.Call, keyword: str, position: int) -> cst.BaseExpression | None:
+    positional = [a for a in call.args if a.keyword is None and not a.star]
+    found = next((a for a in call.args if a.keyword is not None and a.keyword.value == keyword), None)
+    found = found or (positional[position] if position < len(positional) else None)
+    return found.value if found is not None else None
+
+
+def _made_by(index: ScriptIndex, value: cst.BaseExpression, scope: Scope) -> cst.Call | None:
+    """The sampler call itself, or the one the name is bound to (last, in this scope or the module's)."""
+    if not isinstance(value, cst.Call):
+        name = spell(value)
+        bindings = (index.bindings_of_in(name, scope) or index.module_bindings_of(name)) if name else []
+        value = bindings[-1].value if bindings and bindings[-1].value is not None else value
+    if isinstance(value, cst.Call) and (index.qualify(value.func) or "") in SAMPLERS_WITH_REPLACEMENT:
+        return value
+    return None
+
+
+def _generator_seeding(index: ScriptIndex, generator: cst.BaseExpression, scope: Scope) -> CallSite | None:
+    """`torch.Generator().manual_seed(s)` in place or bound to the name, else the last `g.manual_seed(s)`."""
+    name = spell(generator)
+    if name is not None and not isinstance(generator, cst.Call):
+        bindings = index.bindings_of_in(name, scope) or index.module_bindings_of(name)
+        generator = bindings[-1].value if bindings and bindings[-1].value is not None else generator
+    if isinstance(generator, cst.Call) and _seeds_new_generator(index, generator):
+        return index.call_site(generator)
+    seedings = [c for c in index.calls if isinstance(c.node.func, cst.Attribute) and c.node.func.attr.value == "manual_seed"
+                and name is not None and spell(c.node.func.value) == name
+                and (c.place.scope is scope or c.place.scope.is_module)]
+    return seedings[-1] if seedings else None
+
+
+def _seeds_new_generator(index: ScriptIndex, call: cst.Call) -> bool:
+    func = call.func
+    return isinstance(func, cst.Attribute) and func.attr.value == "manual_seed" and isinstance(func.value, cst.Call) \
+        and (index.qualify(func.value.func) or "") == "torch.Generator"

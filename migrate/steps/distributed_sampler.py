@@ -28,6 +28,7 @@ from migrate.analysis.sites import LoaderSite
 from migrate.analysis.training import argument, callers_of, contains
 from migrate.steps.base import Context, expression, statement, with_keyword
 from migrate.steps.per_rank_seed import per_rank_seed
+from migrate.steps.per_rank_sources import per_rank_sampler
 
 SHARD_BY_HAND = "give each rank its own shard by hand, e.g. indices[{rank}::{world}]"
 
@@ -93,6 +94,8 @@ def _shard(ctx: Context, site: LoaderSite) -> bool | None:
     None when it cannot take one (reported)."""
     call = site.call.node
     if argument(call, "sampler", 3) is not None or argument(call, "batch_sampler", 4) is not None:
+        if per_rank_sampler(ctx, site):  # draws with replacement from a seeded generator: seeded per rank
+            return None
         ctx.report("MIG102", "this DataLoader has its own sampler, kept as is: every rank will read all of it; "
                    "shard it by rank (e.g. wrap its indices in a DistributedSampler)", call)
         return None

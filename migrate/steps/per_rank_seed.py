@@ -11,6 +11,11 @@ themselves from the OS): nothing is changed, and the note says so. Not reseeded,
 MIG101 with the reason: a random number of backward passes (ranks would then step apart and hang),
 weights drawn again inside the loop, a model wrapped after the loop starts, a seed set inside the
 loop, or a seed the loop's function cannot read and no caller of it that can.
+
+A training loop that plays a seeded environment, or reads rows of one stream cut into columns
+(`batchify(data, bsz)`), is given per-rank data by steps.per_rank_sources, as is a DataLoader's
+sampler drawing with replacement from a seeded generator (per_rank_sampler, asked by
+steps.distributed_sampler).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from migrate.analysis.loaders import SeedSource, loader_spelling, random_draws, 
 from migrate.analysis.models import aliases, is_after
 from migrate.analysis.training import callers_of, contains
 from migrate.steps.base import Context, statements
+from migrate.steps.per_rank_sources import per_rank_columns, per_rank_environments
 
 # the finding for "reseeded per rank" (a note); a code of its own is proposed (see the report)
 RESEEDED = "MIG008"
@@ -30,13 +36,17 @@ SIMPLE = (cst.Name, cst.Attribute, cst.Integer, cst.Call, cst.Subscript)
 
 
 def per_rank_seed(ctx: Context) -> bool:
-    """Reseed per rank where the step loop draws its batches from a seeded global generator.
-    True when the loop draws from a global generator (handled here: reseeded, already different, or
-    MIG101 saying why not); False when it draws none (the caller reports MIG101 as before)."""
+    """Reseed per rank where the step loop draws its batches from a seeded global generator, plays an
+    environment or reads a stream cut into columns (steps.per_rank_sources). True when it does any of
+    these (handled here: reseeded, already different, or MIG101 saying why not); False when it does
+    none (the caller reports MIG101 as before)."""
     loop = _batch_loop(ctx)
-    draws = random_draws(ctx.index, loop) if loop is not None else {}
-    if loop is None or not draws:
+    if loop is None:
         return False
+    sourced = per_rank_environments(ctx, loop) | per_rank_columns(ctx, loop)
+    draws = random_draws(ctx.index, loop)
+    if not draws:
+        return sourced
     seeds = [s for s in seed_sources(ctx.index) if s.generators & draws.keys()]
     first = min(draws.values(), key=ctx.index.call_position)
     drawn = f"`{ctx.code(first.node.func)}(...)` (line {ctx.position(first.node)[0]})"
