@@ -1,5 +1,7 @@
 """Check rules for Horovod scripts (those that call `hvd.init()`): the learning rate not scaled by
-`hvd.size()` (DC301), parameters never broadcast (DC302), optimizer state loaded from a checkpoint
+`hvd.size()` (DC301; not where the script cuts its batch size by the count of processes or GPUs,
+`batch_size = int(args.batch_size / nprocs)`: the global batch stays the one given, and so does
+its learning rate), parameters never broadcast (DC302), optimizer state loaded from a checkpoint
 and not broadcast after (DC303), an optimizer not wrapped in `hvd.DistributedOptimizer` (DC304)."""
 
 from __future__ import annotations
@@ -15,6 +17,9 @@ from migrate.check.facts import Hit, Script, argument, is_optimizer
 from migrate.check.rules_data import data_sharded
 
 LR_TEXT = re.compile(r"lr|learning_rate", re.IGNORECASE)
+BATCH_TEXT = re.compile(r"batch", re.IGNORECASE)
+PROCESS_COUNT = re.compile(r"size\(\)|world|n_?procs|n_?gpus?|device_count|num_processes|num_replicas", re.IGNORECASE)
+DIVISIONS = (cst.Divide, cst.FloorDivide, cst.DivideAssign, cst.FloorDivideAssign)
 
 
 def _optimizers(script: Script) -> list[CallSite]:
@@ -33,7 +38,7 @@ def lr_not_scaled(script: Script) -> Iterator[Hit]:
     """DC301: no learning rate the script sets reads hvd.size(), in a script whose training data is
     split across the ranks (where it is not, every rank trains on the same batches, the global batch
     does not grow and the LR stays: the data is the finding, DC201's)."""
-    if not script.horovod or _scaled_somewhere(script) or not data_sharded(script):
+    if not script.horovod or _scaled_somewhere(script) or not data_sharded(script) or _batch_split(script):
         return
     for call in _optimizers(script):
         lr = argument(call.node, "lr", 1)
@@ -49,6 +54,27 @@ def _scaled_somewhere(script: Script) -> bool:
     size_names = {target for stmt in size_stmts for target in _targets(script, stmt)}
     readers = [stmt for stmt in script.index.scope_of if read_names(stmt) & size_names] if size_names else []
     return any(LR_TEXT.search(script.text(stmt)) for stmt in [*size_stmts, *readers] if _simple(stmt))
+
+
+def _batch_split(script: Script) -> bool:
+    """A batch size divided by the count of processes (`args.batch_size / nprocs`,
+    `batch_size = 256 // hvd.size()`, `batch_size //= hvd.size()`): each rank takes its share of
+    the batch given."""
+    return any(BATCH_TEXT.search(script.text(batch)) and PROCESS_COUNT.search(script.text(count))
+               for node in descendants(script.module) for batch, count in _divisions(node))
+
+
+def _divisions(node: cst.CSTNode) -> list[tuple[cst.CSTNode, cst.CSTNode]]:
+    """(what is divided or bound to the quotient, the divisor) for a division or a statement holding one."""
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, DIVISIONS):
+        return [(node.left, node.right)]
+    if isinstance(node, cst.AugAssign) and isinstance(node.operator, DIVISIONS):
+        return [(node.target, node.value)]
+    if isinstance(node, cst.Assign):
+        divisors = [n.right for n in descendants(node.value)
+                    if isinstance(n, cst.BinaryOperation) and isinstance(n.operator, DIVISIONS)]
+        return [(t.target, d) for t in node.targets for d in divisors]
+    return []
 
 
 def _targets(script: Script, stmt: cst.BaseStatement) -> set[str]:

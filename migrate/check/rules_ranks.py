@@ -1,7 +1,11 @@
 """Check rules about what runs on which rank, in a script that sets up a process group: output on
-every rank (prints and logs: DC401; checkpoints and files written: DC402), and a collective that
-only rank 0 reaches (DC501: the others never join it, and the job hangs). Which statements run on
-rank 0 only is migrate.check.guards'."""
+every rank (prints and logs: DC401; checkpoints and files written: DC402; not what runs on no rank,
+in the process that spawns the ranks or in a function nothing calls: migrate.check.processes; a
+file opened for writing only to empty it, `with open(log, "w"): pass`, is told as such), and a
+collective that only rank 0 reaches (DC501: the others never join it, and the job hangs; not the forward of a DDP model
+under `torch.no_grad()`: it starts no gradient reduction, and the one broadcast of buffers it may
+make takes the place of the one rank 0's next training forward then skips). Which statements run
+on rank 0 only is migrate.check.guards'."""
 
 from __future__ import annotations
 
@@ -10,10 +14,12 @@ from collections.abc import Iterator
 
 import libcst as cst
 
+from migrate.analysis.gradients import NO_GRAD, SET_GRAD_ENABLED
 from migrate.analysis.index import CallSite, Scope, reachable, spell
 from migrate.analysis.training import callee_scope
-from migrate.check.facts import DDP_WRAPPERS, FSDP1_WRAPPERS, Hit, Script, argument
+from migrate.check.facts import DDP_WRAPPERS, FSDP1_WRAPPERS, Hit, Script, argument, is_literal
 from migrate.check.guards import RANK_TEXT, called_on_rank_zero_only, on_rank_zero
+from migrate.check.processes import in_launcher, never_called
 
 LOG_LEVELS = ("debug", "info", "warning", "warn")
 PRINT_SILENCERS = re.compile(r"setup_for_distributed|suppress_print|disable_print|builtins\.print|__builtin__\.print")
@@ -34,13 +40,19 @@ def output_on_every_rank(script: Script) -> Iterator[Hit]:
         return
     silenced = PRINT_SILENCERS.search(script.code) or script.index.bindings_of("print")
     for call in _prints(script) if not silenced else []:
-        if not on_rank_zero(script, call.place.stmt, call.node) and not RANK_TEXT.search(script.text(call.node)):
+        if not _not_per_rank(script, call) and not RANK_TEXT.search(script.text(call.node)):
             yield Hit(call.node, "print on every rank: each line comes out once per process; print under "
                       "`if rank == 0:` (or reduce the figure first when it differs per rank)")
     for call in _logs(script):
-        if not on_rank_zero(script, call.place.stmt, call.node) and not RANK_TEXT.search(script.text(call.node)):
+        if not _not_per_rank(script, call) and not RANK_TEXT.search(script.text(call.node)):
             yield Hit(call.node, "log on every rank: each record comes out once per process; log under "
                       "`if rank == 0:`, or set the level per rank")
+
+
+def _not_per_rank(script: Script, call: CallSite) -> bool:
+    """The call runs on rank 0 only, in the process that spawns the ranks, or never."""
+    return on_rank_zero(script, call.place.stmt, call.node) or in_launcher(script, call.place.stmt) or \
+        never_called(script, call.place.scope)
 
 
 def _prints(script: Script) -> list[CallSite]:
@@ -69,7 +81,11 @@ def writes_on_every_rank(script: Script) -> Iterator[Hit]:
         return
     for call, name in script.named_calls:
         path = argument(call.node, "f", 1) if name == "torch.save" else _written_path(call.node, name)
-        if path is None or RANK_TEXT.search(script.text(path)) or on_rank_zero(script, call.place.stmt, call.node):
+        if path is None or RANK_TEXT.search(script.text(path)) or _not_per_rank(script, call):
+            continue
+        if _only_emptied(script, call):
+            yield Hit(call.node, "a file emptied on every rank: each process truncates the same file, and one that "
+                      "gets there after rank 0 began writing it wipes those lines; empty it under `if rank == 0:`")
             continue
         what = "torch.save" if name == "torch.save" else "a file opened for writing"
         yield Hit(call.node, f"{what} on every rank: every process writes the same file at once (a torn or "
@@ -83,6 +99,22 @@ def _written_path(call: cst.Call, name: str) -> cst.BaseExpression | None:
     if isinstance(mode, cst.SimpleString) and isinstance(mode.evaluated_value, str) and set(mode.evaluated_value) & set("wax"):
         return call.args[0].value
     return None
+
+
+def _only_emptied(script: Script, call: CallSite) -> bool:
+    """`with open(path, "w"): pass`: the file is created or emptied and nothing is written to it."""
+    stmt = call.place.stmt
+    if not isinstance(stmt, cst.With) or not any(item.item is call.node for item in stmt.items):
+        return False
+    body = stmt.body.body if isinstance(stmt.body, cst.IndentedBlock) else [stmt.body]
+    smalls = [small for line in body if isinstance(line, (cst.SimpleStatementLine, cst.SimpleStatementSuite))
+              for small in line.body]
+    return len(smalls) == len(body) and all(_does_nothing(small) for small in smalls)
+
+
+def _does_nothing(small: cst.BaseSmallStatement) -> bool:
+    return isinstance(small, cst.Pass) or (isinstance(small, cst.Expr) and isinstance(small.value, (cst.Ellipsis,
+                                                                                                    cst.SimpleString)))
 
 
 def collective_on_rank_zero(script: Script) -> Iterator[Hit]:
@@ -112,11 +144,33 @@ def _collectives(script: Script) -> dict[int, str]:
         elif short == "save_checkpoint" and script.deepspeed and _engine_method(script, call.node):
             found[id(call.node)] = "the DeepSpeed engine's save_checkpoint() (it gathers from every rank)"
     for call in _wrapped_forwards(script, DDP_WRAPPERS):
-        found[id(call.node)] = (f"the forward of the DDP-wrapped `{spell(call.node.func)}` (DDP broadcasts the model's "
-                                "buffers, BatchNorm's for one, from rank 0 at each forward; call its .module instead)")
+        if _gradients_off(script, call):
+            continue
+        found[id(call.node)] = (f"the forward of the DDP-wrapped `{spell(call.node.func)}` with gradients on (DDP then "
+                                "broadcasts the model's buffers, BatchNorm's for one, from rank 0 at each forward; "
+                                "call its .module, or run it under torch.no_grad())")
     for call in _wrapped_forwards(script, FSDP1_WRAPPERS):
         found[id(call.node)] = f"the forward of the FSDP-wrapped `{spell(call.node.func)}` (it gathers the weights from every rank)"
     return found
+
+
+def _gradients_off(script: Script, call: CallSite) -> bool:
+    """The call runs under `with torch.no_grad():` (inference_mode, set_grad_enabled(False)), or in
+    a function decorated with one of them (the innermost function's decorators: an outer one's do
+    not hold when the inner function is called later)."""
+    for stmt in script.index.enclosing_statements(call.place.stmt):
+        if isinstance(stmt, cst.With) and any(_turns_gradients_off(script, item.item) for item in stmt.items):
+            return True
+        if isinstance(stmt, cst.FunctionDef):
+            return any(_turns_gradients_off(script, d.decorator) for d in stmt.decorators)
+    return False
+
+
+def _turns_gradients_off(script: Script, expr: cst.BaseExpression) -> bool:
+    name = script.index.qualify(expr.func if isinstance(expr, cst.Call) else expr) or ""
+    if name in SET_GRAD_ENABLED:
+        return isinstance(expr, cst.Call) and is_literal(argument(expr, "mode", 0), False)
+    return name in NO_GRAD
 
 
 def _engine_method(script: Script, call: cst.Call) -> bool:
