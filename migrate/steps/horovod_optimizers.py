@@ -11,6 +11,12 @@ during backward.
   (analysis.gradients.last_change), unless something in between uses the optimizer: Horovod hooks
   each parameter when it wraps, and a parameter moved or cast afterwards loses its hook (every
   all-reduce then waits for `step()`, without overlap). Each model's broadcast goes there too.
+- Rebuilt during training (`def lower_lr(self): self.optimizer = SGD(...)` called between epochs,
+  `optimizer = rebuild(model, lr)` in the epoch loop): steps.horovod_rebuilt finds the rebinding and
+  retires the optimizer it replaces; a torch optimizer built there is wrapped here as the first one
+  (its own named parameters, the same backward_passes_per_step), its state not broadcast (a fresh
+  optimizer holds none; the parameters are already equal). Another shape: MIG402. A construction
+  inside the training loop's own function stays refused (MIG402).
 - Accumulation: a recognised `if (step + 1) % n == 0: optimizer.step()` gives
   `backward_passes_per_step=n`; Horovod stops with an error on more passes than it was told.
 - Between backward and the step, a script that reads the gradients (clipping, a GradScaler's
@@ -40,6 +46,7 @@ from migrate.analysis.sites import ModelSite
 from migrate.analysis.training import argument, calls_in
 from migrate.analysis.trained import Stepped, optimizer_owners
 from migrate.steps.base import Context, expression, statements
+from migrate.steps.horovod_rebuilt import Rebuild, rebuilds, retire
 from migrate.steps.horovod_synchronize import (
     Wrapped,
     block_position,
@@ -72,6 +79,10 @@ def horovod_optimizers(ctx: Context) -> None:
     if wrapped is None or not _stepped_plainly(ctx, wrapped) or not _passes(ctx, wrapped) or not _broadcastable(ctx, wrapped):
         ctx.refused = True
         return
+    rebuilt = _rebuilds(ctx, wrapped)
+    if rebuilt is None:
+        ctx.refused = True
+        return
     crossings = crossing_backwards(ctx, wrapped)
     if crossings is None:
         ctx.refused = True
@@ -81,6 +92,8 @@ def horovod_optimizers(ctx: Context) -> None:
         _after_model_changes(ctx, optimizer)
         loaded = _broadcast_loaded_state(ctx, optimizer)
         _wrap(ctx, optimizer, several, loaded)
+        for rebuild in rebuilt[id(optimizer)]:
+            _wrap_rebuild(ctx, optimizer, rebuild, several)
         _plain_zero_grad(ctx, optimizer)
         synchronize_leftovers(ctx, optimizer)
         synchronize_before_reads(ctx, optimizer)
@@ -420,6 +433,55 @@ def _wrap(ctx: Context, optimizer: Wrapped, several: bool, loaded: bool) -> None
                  "moved or cast after the wrap loses the hook that starts its all-reduce during backward)")
     ctx.report("MIG401", f"{f'`{target}`' if target else _called(optimizer)} wrapped in hvd.DistributedOptimizer{accumulation}"
                f"{moved}, which averages its gradients across ranks during backward; {state}", optimizer.built)
+
+
+def _rebuilds(ctx: Context, wrapped: list[Wrapped]) -> dict[int, list[Rebuild]] | None:
+    """Each optimizer's rebuilds during training (steps.horovod_rebuilt); None after MIG402 for one
+    that cannot be wrapped, or whose parameters cannot be named beside other optimizers."""
+    found: dict[int, list[Rebuild]] = {}
+    for optimizer in wrapped:
+        lines = rebuilds(ctx, optimizer)
+        if lines is None:
+            return None
+        for line in lines:
+            if line.built is not None and len(wrapped) > 1 and not _named(_as_built(ctx, optimizer, line.built)):
+                ctx.report("MIG402", f"`{line.target}` is built again over parameters this file cannot name (not "
+                           "`<module>.parameters()`): with several optimizers Horovod needs names unique across them; "
+                           "the file is left unchanged", line.built)
+                return None
+        found[id(optimizer)] = lines
+    return found
+
+
+def _as_built(ctx: Context, optimizer: Wrapped, built: cst.Call) -> Wrapped:
+    """The optimizer as a rebuild makes it: the parameters that construction holds."""
+    site = ctx.index.call_site(built)
+    owners = optimizer_owners(ctx.index, built, site.place.scope) if site is not None else None
+    return dataclasses.replace(optimizer, built=built, owners=owners, alternatives=[], stepped=[])
+
+
+def _wrap_rebuild(ctx: Context, optimizer: Wrapped, rebuild: Rebuild, several: bool) -> None:
+    """The replaced optimizer retired before the line; a torch optimizer built there wrapped after it
+    as the first one is (its own parameters' names, the same backward_passes_per_step). Its state is
+    not broadcast: fresh, it holds none, and every rank's parameters are already equal."""
+    retire(ctx, rebuild)
+    retired = ("the optimizer it replaces is retired first with set_backward_passes_per_step(sys.maxsize), since "
+               "Horovod cannot take that one's gradient hooks off and they would all-reduce under the same names")
+    fresh = ("its state is not broadcast: a fresh optimizer holds none, and the parameters are already equal on "
+             "every rank")
+    if rebuild.built is None:
+        ctx.report("MIG401", f"`{rebuild.target}` is bound again to a new hvd.DistributedOptimizer here; {retired}; "
+                   f"{fresh}", rebuild.stmt)
+        return
+    hvd = ctx.module_name("horovod.torch", "hvd")
+    arguments = _named_parameters(ctx, _as_built(ctx, optimizer, rebuild.built), several)
+    if optimizer.passes is not None:
+        arguments += f", backward_passes_per_step={optimizer.passes}"
+    ctx.plan.insert_after(rebuild.stmt, statements(
+        f"{rebuild.target} = {hvd}.DistributedOptimizer({rebuild.target}{arguments})\n"))
+    accumulation = f" (backward_passes_per_step={optimizer.passes})" if optimizer.passes else ""
+    ctx.report("MIG401", f"`{rebuild.target}` built again during training is wrapped in hvd.DistributedOptimizer "
+               f"too{accumulation}; {retired}; {fresh}", rebuild.built)
 
 
 def _owner_broadcasts(ctx: Context, optimizer: Wrapped) -> str:

@@ -1,4 +1,5 @@
 """A trainer that restarts its optimizer with a lower rate when the loss stops falling."""
+import sys
 import torch
 import torch.nn as nn
 from torch.utils.data import DataLoader, TensorDataset
@@ -16,7 +17,9 @@ class Trainer:
 
     def lower_lr(self):
         self.lr = self.lr / 10
+        self.optimizer.set_backward_passes_per_step(sys.maxsize)  # the replaced optimizer keeps its Horovod hooks: they never all-reduce again
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=self.lr * hvd.size())
+        self.optimizer = hvd.DistributedOptimizer(self.optimizer, named_parameters=self.model.named_parameters())
 
     def fit(self, loader, epochs):
         best = float("inf")
