@@ -4,7 +4,9 @@
 renders its launcher through the same `render` (a one-node `LaunchPlan`, or the hosts --hosts
 names; the plan and the names it gives live in migrate.launch_plan, below this module and
 migrate.kubernetes, and are re-exported here). What each target can be started by is
-`SCHEDULERS`; `problems` says, option by option, what a plan asks that its launcher cannot do. Shell scripts come from templates/launch/ (every path and
+`SCHEDULERS`; `problems` says, option by option, what a plan asks that its launcher cannot do. The
+deepspeed launcher passes `--no_local_rank` where the plan says so (a script whose arguments a module
+it imports parses: steps.local_rank_argument). Shell scripts come from templates/launch/ (every path and
 argument quoted by jinja2's `shquote`; what stands inside double quotes, a host name or the job id,
 is checked or cleaned to letters, digits and `._:-` first); the Kubernetes manifest is a dict
 written by PyYAML, so it parses. Every check matches the whole value (`fullmatch`: a `$` anchor
@@ -72,8 +74,17 @@ def problems(plan: LaunchPlan) -> list[OptionProblem]:
         return [OptionProblem("--scheduler", f"{plan.target} has no {plan.scheduler} launcher (choose "
                               f"{' or '.join(SCHEDULERS[plan.target])}); `migrate launch --list` shows every one")]
     found = _name_problems(plan) + _argument_problems(plan) + _nproc_problems(plan) + _node_problems(plan)
-    found += _address_problems(plan) + _host_problems(plan) + _scheduler_problems(plan)
+    found += _address_problems(plan) + _host_problems(plan) + _scheduler_problems(plan) + _local_rank_problems(plan)
     return found
+
+
+def _local_rank_problems(plan: LaunchPlan) -> list[OptionProblem]:
+    """--no-local-rank is the deepspeed launcher's own: torchrun (also under SLURM) and horovodrun pass
+    the script no --local_rank."""
+    if plan.no_local_rank and (plan.target != "deepspeed" or plan.scheduler != "none"):
+        return [OptionProblem("--no-local-rank", "is for the deepspeed launcher (--scheduler none): the others "
+                              "pass no --local_rank to the script")]
+    return []
 
 
 def _name_problems(plan: LaunchPlan) -> list[OptionProblem]:
@@ -370,6 +381,7 @@ def _shell_values(plan: LaunchPlan, out: str) -> dict[str, object]:
         "cpus_per_node": plan.cpus_per_node,  # None: each node whole (SLURM's --exclusive)
         "job_name": job_name(plan),
         "launcher_name": os.path.basename(out),
+        "no_local_rank": plan.no_local_rank,
     }
 
 

@@ -43,6 +43,7 @@ MemoryPerNode = Annotated[Optional[str], typer.Option("--memory-per-node", metav
 GpusPerNode = Annotated[Optional[int], typer.Option("--gpus-per-node", metavar="N", help="SLURM, Kubernetes: GPUs the job requests per node (default: one per process; 0: a CPU job).")]
 Image = Annotated[Optional[str], typer.Option("--image", metavar="IMAGE", help="Kubernetes: the container image that holds the script.")]
 Out = Annotated[Optional[str], typer.Option("--out", metavar="PATH", help="Where to write the launcher (default: beside the script, run_<script>_<target>[_<N>nodes|_hosts|_slurm].sh or <script>_<target>_pytorchjob.yaml); '-' prints it, with the script's path as from that default place.")]
+NoLocalRank = Annotated[bool, typer.Option("--no-local-rank", help="deepspeed: the launcher passes the script no --local_rank (it reads LOCAL_RANK), for a script whose arguments a module it imports parses (MIG601).")]
 Force = Annotated[bool, typer.Option("--force", help="Replace an existing launcher that differs (default: keep it and stop).")]
 ListAll = Annotated[bool, typer.Option("--list", help="List every target and scheduler combination, and exit.")]
 
@@ -52,8 +53,8 @@ def launch(target: Target = None, script: Script = None, script_args: ScriptArgs
            master_port: MasterPort = None, hosts: Hosts = None, hostfile: Hostfile = None,
            rdzv_backend: RdzvBackend = "c10d", partition: Partition = None, time: TimeLimit = None,
            gpus_per_node: GpusPerNode = None, cpus_per_node: CpusPerNode = None,
-           memory_per_node: MemoryPerNode = None, image: Image = None, out: Out = None, force: Force = False,
-           list_all: ListAll = False) -> None:
+           memory_per_node: MemoryPerNode = None, image: Image = None, out: Out = None,
+           no_local_rank: NoLocalRank = False, force: Force = False, list_all: ListAll = False) -> None:
     """Write the launcher for a converted script: one node, several, SLURM or Kubernetes.
     TARGET: ddp, fsdp, deepspeed or horovod; SCRIPT: the converted script (it is only read);
     SCRIPT_ARGS (after `--`): arguments the launcher always passes it.
@@ -88,7 +89,7 @@ def launch(target: Target = None, script: Script = None, script_args: ScriptArgs
         hosts=tuple(h.strip() for h in hosts.split(",") if h.strip()) if hosts else (), hostfile=hostfile,
         rdzv_backend=rdzv_backend, script_args=tuple(script_args or ()), out=None if out == "-" else out,
         partition=partition, time=time, gpus_per_node=gpus_per_node, cpus_per_node=cpus_per_node,
-        memory_per_node=memory_per_node, image=image)
+        memory_per_node=memory_per_node, image=image, no_local_rank=no_local_rank)
     found = problems(plan)
     if found:
         raise typer.BadParameter(found[0].message, param_hint=found[0].flag)

@@ -38,6 +38,7 @@ class LaunchPlan:
     cpus_per_node: int | None = None  # SLURM and Kubernetes; None: SLURM the whole node, Kubernetes POD_CPUS_PER_PROCESS each
     memory_per_node: str | None = None  # Kubernetes, as it writes memory ("64Gi"); None: POD_MEMORY_GI_PER_PROCESS each
     image: str | None = None  # Kubernetes: the container image holding the script
+    no_local_rank: bool = False  # the deepspeed launcher passes the script no --local_rank (LOCAL_RANK only)
 
 
 def default_out(plan: LaunchPlan) -> str:
@@ -118,6 +119,8 @@ def remake_command(plan: LaunchPlan) -> str:
         value = getattr(plan, name)
         if value != getattr(defaults, name):
             words += [flag, str(value)]
+    if plan.no_local_rank:
+        words.append("--no-local-rank")
     if plan.hosts:
         words += ["--hosts", ",".join(plan.hosts)]
     if plan.hostfile:

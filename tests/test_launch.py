@@ -249,6 +249,7 @@ def remake_line(text: str) -> str:
     (["launch", "fsdp", "--scheduler", "kubernetes", "--nnodes", "2", "--nproc-per-node", "8", "--image", "r/t:1"],
      "train_fsdp_pytorchjob.yaml"),
     (["launch", "horovod", "--hostfile", "hosts", "--out", "launchers/run.sh"], "launchers/run.sh"),
+    (["launch", "deepspeed", "--no-local-rank"], "run_train_deepspeed.sh"),
     (["launch", "ddp", "--scheduler", "slurm", "--nproc-per-node", "2", "--cpus-per-node", "16",
       "--gpus-per-node", "2", "--partition", "a100"], "run_train_ddp_slurm.sh"),
 ])

@@ -31,13 +31,14 @@ import libcst as cst
 
 from migrate.analysis.index import Scope, read_names, spell
 from migrate.analysis.kinds import Kind, data_loaders, unbatched, value_kind
+from migrate.analysis.loaders import loader_names, loader_spelling
 from migrate.analysis.models import aliases, is_after, top_statement
 from migrate.analysis.optimizers import OptimizerSide
 from migrate.analysis.ordering import ModelOrdering, NoModelOrdering, engine_orderings
 from migrate.analysis.placement import device_conditions
 from migrate.analysis.sites import LoaderSite, ModelSite
 from migrate.analysis.state_dicts import earlier_names, model_state_dicts
-from migrate.analysis.training import argument, contains
+from migrate.analysis.training import argument, caller_arguments, contains
 from migrate.analysis.values import dict_entry, literal_value
 from migrate.rewrite import small_statement_holding, top_block_imports
 from migrate.steps.base import Context, comment_lines, expression, statements
@@ -405,11 +406,61 @@ def _micro_batch(ctx: Context, engine: ModelOrdering) -> tuple[Read | None, list
     """The training DataLoader's batch size, the candidates that override it (its expression
     when written in the call, and the DataLoaders' `.batch_size` where the engine is created), and
     why the training loader names seen there are not such DataLoaders."""
-    loader = ctx.sites.loaders[0] if ctx.sites.loaders else None
+    loader = _backward_loader(ctx)
     batch, written = _loader_batch(ctx, loader) if loader else (None, True)
-    names, problems = _visible_loaders(ctx, engine)
+    names, problems = _visible_loaders(ctx, engine, loader)
     spelled: list[Read | str | None] = [f"{n}.batch_size" for n in names]
     return batch, [batch, *spelled] if written else [*spelled, batch], problems
+
+
+LoaderRead = tuple[str, Scope]  # a loader's name, and the scope that reads it
+
+
+def _backward_loader(ctx: Context) -> LoaderSite | None:
+    """The training DataLoader whose batches reach the backward: the first one a step loop iterates
+    (in the call itself, or by a name followed up through the callers that hand it down), matched in
+    the scope the name is bound in, so that an `evaluate()`'s own `loader = DataLoader(test_set, ...)`
+    is not the training `loader` of another function. When none matches so (batches drawn with
+    `next()`, a loader kept on `self`), the first training loader analysis.loaders found."""
+    loaders = ctx.sites.loaders
+    if not loaders:
+        return None
+    reads = _loader_reads(ctx)
+    steps = {id(loop.node) for loop in ctx.sites.step_loops}
+    fed = (site for site in loaders if id(site.call.place.stmt) in steps or _bound_where_read(ctx, site, reads))
+    return next(fed, loaders[0])
+
+
+def _loader_reads(ctx: Context) -> set[LoaderRead]:
+    """What each step loop iterates, in the loop's scope, and what every caller passes for it when it
+    is a parameter (a few calls up)."""
+    index = ctx.index
+    pending = [(name, loop.place.scope) for loop in ctx.sites.step_loops if (name := loader_spelling(index, loop))]
+    reads: set[LoaderRead] = set()
+    while pending and len(reads) < 64:
+        read = pending.pop()
+        if read not in reads:
+            reads.add(read)
+            pending += [(spelled, scope) for spelled, scope, _call in caller_arguments(index, read[1], read[0])]
+    return reads
+
+
+def _bound_where_read(ctx: Context, site: LoaderSite, reads: set[LoaderRead]) -> bool:
+    """Whether a name the loader is bound to is read as a loader in the scope that binds it, or, bound
+    at module level, in a function that binds no such name itself; `self.x` in a method of its class."""
+    index = ctx.index
+    direct = index.targets_of(site.call.node)
+    for name in loader_names(index, site.call):
+        scopes = {site.call.place.scope} if name in direct else {b.place.scope for b in index.bindings_of(name)}
+        for read_name, scope in reads:
+            if read_name != name:
+                continue
+            global_read = name not in scope.params and not index.bindings_of_in(name, scope)
+            if scope in scopes or (global_read and any(s.is_module for s in scopes)):
+                return True
+            if name.startswith("self.") and any(s.class_name == scope.class_name for s in scopes):
+                return True
+    return False
 
 
 def _loader_batch(ctx: Context, loader: LoaderSite) -> tuple[Read | None, bool]:
@@ -495,24 +546,29 @@ def autocast_precision(block: cst.With) -> str:
     return "bf16" if bfloat16 else "fp16"
 
 
-def _visible_loaders(ctx: Context, engine: ModelOrdering) -> tuple[list[str], list[str]]:
+def _visible_loaders(ctx: Context, engine: ModelOrdering, loader: LoaderSite | None) -> tuple[list[str], list[str]]:
     """Training loader spellings defined where the engine is created whose `.batch_size` is the
-    batch size (a DataLoader that batches: analysis.kinds), and why each other one seen there is not."""
+    batch size (a DataLoader that batches: analysis.kinds, and may be `loader`, the one that feeds
+    the backward), and why each other one seen there is not."""
     names = set(ctx.sites.training_loader_names) | {site.spelling for site in ctx.sites.loaders if site.spelling}
     visible = sorted(n for n in names if _visible(ctx, expression(n), engine))
-    problems = {n: _loader_problem(ctx, n, engine) for n in visible}
+    problems = {n: _loader_problem(ctx, n, engine, loader) for n in visible}
     return [n for n in visible if problems[n] is None], [p for p in problems.values() if p is not None]
 
 
-def _loader_problem(ctx: Context, name: str, engine: ModelOrdering) -> str | None:
+def _loader_problem(ctx: Context, name: str, engine: ModelOrdering, loader: LoaderSite | None) -> str | None:
     """Why `name.batch_size`, read where the engine is created, is not the batch size: the name
     is not known to be a DataLoader (a tensor, a dataset, another module's loader, a torchtext
-    iterator), or is one whose `.batch_size` is None. None when it is the batch size."""
+    iterator), is one whose `.batch_size` is None, or only another DataLoader than `loader` (an
+    evaluation one). None when it is the batch size."""
     spelled = expression(name)
     loaders = data_loaders(ctx.index, spelled, engine.model.scope)
     if loaders is None:
         kind = value_kind(ctx.index, spelled, engine.model.scope)
         return f"`{name}` is {kind.value}, not a DataLoader" if kind else f"`{name}` is not known to be a DataLoader"
+    if loader is not None and loaders and not any(call is loader.call.node for call in loaders):
+        line, _ = ctx.position(loaders[0])
+        return f"`{name}` is the DataLoader of line {line}, not the one the training loop iterates"
     reasons = [reason for reason in map(unbatched, loaders) if reason is not None]
     return f"`{name}` is a DataLoader with {reasons[0]}" if reasons else None
 

@@ -4,7 +4,8 @@ clipping live in a generated ds_config.json. Output and checkpoints on rank 0, w
 gathered on every rank first; `nn.parallel.data_parallel(model, x, gpus)` becomes `model(x)` (one
 GPU per process); a model the script never moves keeps DeepSpeed on the CPU (DS_ACCELERATOR=cpu,
 gloo). Artifacts: ds_config.json, a launch script for the `deepspeed`
-launcher and, for several nodes, its hostfile.
+launcher and, for several nodes, its hostfile (the launcher passes `--no_local_rank` where a module
+of the script's folder parses its arguments: MIG601).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from migrate.model import Artifact, FileResult, InputError, Options
+from migrate.model import Artifact, FileResult, InputError, Options, Severity
 from migrate.options import OptionProblem, offload_problems, config_out_problems, hosts_problems
 from migrate.runtime import torch_distributed
 from migrate.steps.deepspeed_names import CONFIG_NAME
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
     from migrate.steps.base import Context
 
 PRECISIONS = ("auto", "fp32", "fp16", "bf16")
+NO_LOCAL_RANK = "MIG601"  # the launcher passes --no_local_rank (steps.local_rank_argument); verify launches so too
 
 # deepspeed.init_distributed starts torch.distributed: rank and world size are torch's. DeepSpeed
 # puts the model on the GPU itself, so it keeps NCCL with CUDA.
@@ -75,11 +77,16 @@ def _offload(device: str, nvme_path: str) -> dict[str, object] | None:
 
 
 def deepspeed_artifacts(script_path: str, ctx: Context) -> list[Artifact]:
-    """The config, then the launcher (and the hostfile --hosts asks for), rendered by migrate.launch."""
+    """The config, then the launcher (and the hostfile --hosts asks for), rendered by migrate.launch;
+    the launcher passes `--no_local_rank` where a module of the script's folder parses its arguments
+    (MIG601)."""
     from migrate.launch import LaunchPlan, render as render_launcher
+    from migrate.steps.local_rank_argument import NoLocalRankArgument
 
     config = Artifact(path=config_path(script_path, ctx), text=ds_config_text(ctx))
-    return [config, *render_launcher(LaunchPlan(target="deepspeed", script=script_path, hosts=ctx.options.hosts))]
+    plan = LaunchPlan(target="deepspeed", script=script_path, hosts=ctx.options.hosts,
+                      no_local_rank=NoLocalRankArgument in ctx.records)
+    return [config, *render_launcher(plan)]
 
 
 def conversion() -> Conversion:
@@ -222,4 +229,10 @@ DEEPSPEED = Target(
     replaces=frozenset({"nn.DataParallel"}),
     launcher="deepspeed",
     settle=own_configs,
+    codes={
+        NO_LOCAL_RANK: (Severity.WARNING, "DeepSpeed: a module of the script's folder that the conversion does not edit "
+                        "parses the command line without a --local_rank option: the launcher passes --no_local_rank "
+                        "and the script takes its local rank from LOCAL_RANK; a hand-made deepspeed command needs "
+                        "--no_local_rank too"),
+    },
 )

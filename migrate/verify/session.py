@@ -4,7 +4,9 @@ launch), read back what every rank recorded, and check it (checks.py).
 
 - The original runs as one process, the converted script under its target's launcher (torchrun,
   the deepspeed launcher, horovodrun), each in its own view of the work folder; the work folder is
-  removed at the end (unless --keep), and every process started is gone.
+  removed at the end (unless --keep), and every process started is gone. The conversion reads the
+  modules the script imports from the user's folder, as the command line's does; where its launcher
+  passes `--no_local_rank` (MIG601), so does the launch here.
 - A launch is stopped when no rank made progress for --timeout seconds (a hang), or at --max-time
   (default 20 times --timeout) while still working; see processes.py.
 - `--to-end` lets each rank run the script to completion (the runner still records every step).
@@ -105,7 +107,7 @@ def convert_and_run(script: str, source: str, sandbox: Sandbox, processes: Proce
     for artifact in conversion.artifacts:
         text = partitioned(artifact.text) if artifact.path.endswith(".json") else artifact.text
         write_private(Path(artifact.path), text, sandbox.work)
-    launches = Launches(options, sandbox, processes)
+    launches = Launches(options, sandbox, processes, no_local_rank=passes_no_local_rank(conversion))
     original = launches.original(sandbox.original / name)
     converted = launches.converted(sandbox.converted / name)
     result = check_all(script, options.target, options.steps, options.nproc, original, converted,
@@ -171,10 +173,17 @@ def as_written(artifact: Artifact, sandbox: Sandbox) -> Artifact:
 
 
 def convert(script: str, source: str, options: VerifyOptions, path: str) -> FileResult:
+    """The conversion, named by its path in the converted view, reading the modules the script imports
+    from the user's folder (only read), as `migrate to-<target>` does."""
     from migrate.api import migrate_source
+    from migrate.project_files import read_from_disk
+
+    def read_module(module: str) -> str | None:
+        return read_from_disk(os.path.join(os.path.dirname(os.path.abspath(script)),
+                                           os.path.relpath(module, os.path.dirname(path))))
 
     try:
-        return migrate_source(source, options.target, options.options, path=path)
+        return migrate_source(source, options.target, options.options, path=path, read_module=read_module)
     except InputError as error:  # about the user's text: name the user's script
         raise InputError(script, error.line, error.col, error.message) from None
 
@@ -195,11 +204,21 @@ def partitioned(config_text: str) -> str:
     return json.dumps(config, indent=2) + "\n"
 
 
+def passes_no_local_rank(conversion: FileResult) -> bool:
+    """Whether the conversion's launcher passes the deepspeed launcher's `--no_local_rank` (MIG601: a
+    module of the script's folder parses its arguments): verify launches the script the same way."""
+    from migrate.targets.deepspeed import NO_LOCAL_RANK
+
+    return any(f.code == NO_LOCAL_RANK for f in conversion.findings)
+
+
 class Launches:
     """The two launches of a verification, each under the runner, in the work folder's views."""
 
-    def __init__(self, options: VerifyOptions, sandbox: Sandbox, processes: ProcessTree) -> None:
+    def __init__(self, options: VerifyOptions, sandbox: Sandbox, processes: ProcessTree,
+                 no_local_rank: bool = False) -> None:
         self.options, self.sandbox, self.processes = options, sandbox, processes
+        self.no_local_rank = no_local_rank  # the deepspeed launcher passes the script no --local_rank
 
     def original(self, script: Path, name: str = "original", then: tuple[str, ...] = ()) -> Launch:
         """The original as one process (`then`: the arguments --then adds for its second run)."""
@@ -218,6 +237,7 @@ class Launches:
                 self.sandbox.notes += prepare_deepspeed_op(environment(self.options, script.parent), self.options.ceiling)
             port = free_port()
             command = [str(Path(sys.executable).parent / "deepspeed"), "--num_gpus", nproc,
+                       *(["--no_local_rank"] if self.no_local_rank else []),
                        "--master_port", str(port), "--module", "migrate.verify.runner", *runner]
             try:
                 return self.run(name, command, script.parent)

@@ -1,0 +1,101 @@
+"""to-deepspeed's train_micro_batch_size_per_gpu comes from the DataLoader that feeds the backward,
+never from an evaluation loader that shares its name in another function or comes first in the file
+(issue 24, pattern 11). Conversion only: each test converts one short script in memory."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+from migrate import migrate_source
+from migrate.model import FileResult
+
+EVALUATE = """\
+import argparse
+
+import torch
+import torch.nn as nn
+from torch.utils.data import DataLoader, TensorDataset
+
+
+def evaluate(model, test_set):
+    loader = DataLoader(test_set, batch_size=1000)
+    hits = 0
+    with torch.no_grad():
+        for x, y in loader:
+            hits += (model(x).argmax(1) == y).sum().item()
+    return hits
+
+
+def fit(model, loader, optimizer):
+    for x, y in loader:
+        optimizer.zero_grad()
+        nn.functional.cross_entropy(model(x), y).backward()
+        optimizer.step()
+
+
+"""
+
+LITERAL = EVALUATE + """\
+train_set = TensorDataset(torch.randn(128, 6), torch.randint(0, 2, (128,)))
+test_set = TensorDataset(torch.randn(32, 6), torch.randint(0, 2, (32,)))
+loader = DataLoader(train_set, batch_size=64, shuffle=True)
+model = nn.Linear(6, 2)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for epoch in range(2):
+    fit(model, loader, optimizer)
+    print(epoch, evaluate(model, test_set))
+"""
+
+FROM_ARGUMENTS = EVALUATE + """\
+parser = argparse.ArgumentParser()
+parser.add_argument("--batch-size", type=int, default=48)
+args = parser.parse_args()
+train_set = TensorDataset(torch.randn(128, 6), torch.randint(0, 2, (128,)))
+test_set = TensorDataset(torch.randn(32, 6), torch.randint(0, 2, (32,)))
+loader = DataLoader(train_set, batch_size=args.batch_size, shuffle=True)
+model = nn.Linear(6, 2)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for epoch in range(2):
+    fit(model, loader, optimizer)
+    print(epoch, evaluate(model, test_set))
+"""
+
+# the evaluation loader is the module's `loader`; training gets its own as `train_loader`, which
+# fit() calls `loader` too
+MODULE_EVAL_LOADER = EVALUATE.replace("def evaluate(model, test_set):\n    loader = DataLoader(test_set, batch_size=1000)\n",
+                                      "def evaluate(model, loader):\n") + """\
+train_set = TensorDataset(torch.randn(128, 6), torch.randint(0, 2, (128,)))
+test_set = TensorDataset(torch.randn(32, 6), torch.randint(0, 2, (32,)))
+loader = DataLoader(test_set, batch_size=1000)
+train_loader = DataLoader(train_set, batch_size=16, shuffle=True)
+model = nn.Linear(6, 2)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for epoch in range(2):
+    fit(model, train_loader, optimizer)
+    print(epoch, evaluate(model, loader))
+"""
+
+
+def convert(code: str) -> tuple[FileResult, dict[str, object]]:
+    result = migrate_source(textwrap.dedent(code), "deepspeed")
+    [config] = [a for a in result.artifacts if a.path.endswith("ds_config.json")]
+    return result, json.loads(config.text)
+
+
+def test_an_evaluation_loader_of_the_same_name_written_first_is_not_the_micro_batch() -> None:
+    result, config = convert(LITERAL)
+    assert config["train_micro_batch_size_per_gpu"] == 64
+    assert "train_micro_batch_size_per_gpu\"] =" not in result.new  # a literal: the JSON says it already
+    assert not [f for f in result.findings if f.code == "MIG116"]
+
+
+def test_the_training_batch_from_argparse_wins_over_an_evaluation_literal() -> None:
+    result, config = convert(FROM_ARGUMENTS)
+    assert config["train_micro_batch_size_per_gpu"] == 48  # the argument's default
+    assert 'ds_config["train_micro_batch_size_per_gpu"] = args.batch_size\n' in result.new
+
+
+def test_a_module_level_evaluation_loader_named_like_the_training_parameter_is_not_the_micro_batch() -> None:
+    _result, config = convert(MODULE_EVAL_LOADER)
+    assert config["train_micro_batch_size_per_gpu"] == 16
