@@ -130,3 +130,44 @@ def test_an_evaluation_loader_is_not_sharded_in_place_of_an_untraced_training_on
     result = run_step(distributed_sampler, code)
     assert result.added == []
     assert [code for code, _ in result.codes] == ["MIG101"]
+
+
+SAME_NAME_IN_EVALUATE = """\
+import torch
+import torch.nn as nn
+from torch.utils.data import DataLoader, TensorDataset
+
+
+def evaluate(model, test_set):
+    loader = DataLoader(test_set, batch_size=100)
+    with torch.no_grad():
+        return sum(model(x).sum().item() for x, _ in loader)
+
+
+def train_epoch(model, loader, optimizer):
+    for x, y in loader:
+        optimizer.zero_grad()
+        nn.functional.mse_loss(model(x), y).backward()
+        optimizer.step()
+
+
+def main():
+    train_set = TensorDataset(torch.randn(64, 3), torch.randn(64, 1))
+    test_set = TensorDataset(torch.randn(32, 3), torch.randn(32, 1))
+    model = nn.Linear(3, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    loader = DataLoader(train_set, batch_size=8, shuffle=True)
+    for epoch in range(2):
+        train_epoch(model, loader, optimizer)
+        print(evaluate(model, test_set))
+
+
+main()
+"""
+
+
+def test_a_loader_of_the_same_name_inside_evaluate_is_not_the_training_one() -> None:
+    """`loader` in evaluate() is bound in a scope no step loop reads it from: it stays whole."""
+    result = run_step(distributed_sampler, SAME_NAME_IN_EVALUATE)
+    assert "loader = DataLoader(test_set, batch_size=100)\n" in result.text
+    assert "DataLoader(train_set, batch_size=8, sampler=DistributedSampler(train_set, shuffle=True))" in result.text

@@ -300,13 +300,28 @@ def find_loaders(index: ScriptIndex, training_names: set[str], loops: list[Loop]
         or _drawn_through_wrapper(index, call, training_names)
     ]
     if traced or untraced_source(index, training_names) is not None:
-        return traced
+        return _in_the_training_scope(index, traced, loops or [], iterated)
     return [
         LoaderSite(call=call, spelling=names[0] if names else None)
         for call, names in named
         if _shuffles(call) and not any(w in (names[0] if names else "").lower() for w in EVALUATION_WORDS)
         and not _feeds_only_evaluation(index, call, names)
     ]
+
+
+def _in_the_training_scope(index: ScriptIndex, traced: list[LoaderSite], loops: list[Loop],
+                           iterated: set[int]) -> list[LoaderSite]:
+    """`traced` less a loader matched by name only where another loader of that name is bound in the
+    scope the step loop reads it from: `evaluate()`'s own `loader = DataLoader(test_set, ...)` is
+    not `train()`'s `loader`. Names alone decide when no loader of the name is found so."""
+    reads = loader_reads(index, loops)
+    fed = [s for s in traced if bound_where_read(index, s.call, reads)]
+    fed_names = {name for s in fed for name in loader_names(index, s.call)}
+    def stays(site: LoaderSite) -> bool:
+        if site in fed or _iterated_directly(index, site.call, iterated):
+            return True
+        return not fed_names.intersection(loader_names(index, site.call))
+    return [site for site in traced if stays(site)]
 
 
 def _feeds_only_evaluation(index: ScriptIndex, call: CallSite, names: list[str]) -> bool:
@@ -669,3 +684,36 @@ def _seeds_new_generator(index: ScriptIndex, call: cst.Call) -> bool:
     func = call.func
     return isinstance(func, cst.Attribute) and func.attr.value == "manual_seed" and isinstance(func.value, cst.Call) \
         and (index.qualify(func.value.func) or "") == "torch.Generator"
+
+
+LoaderRead = tuple[str, Scope]  # a loader's name, and the scope that reads it
+
+
+def loader_reads(index: ScriptIndex, loops: list[Loop]) -> set[LoaderRead]:
+    """What each step loop iterates, in the loop's scope, and what every caller passes for it when it
+    is a parameter (a few calls up)."""
+    pending = [(name, loop.place.scope) for loop in loops if (name := loader_spelling(index, loop))]
+    reads: set[LoaderRead] = set()
+    while pending and len(reads) < 64:
+        read = pending.pop()
+        if read not in reads:
+            reads.add(read)
+            pending += [(spelled, scope) for spelled, scope, _call in caller_arguments(index, read[1], read[0])]
+    return reads
+
+
+def bound_where_read(index: ScriptIndex, call: CallSite, reads: set[LoaderRead]) -> bool:
+    """Whether a name the loader is bound to is read as a loader in the scope that binds it, or, bound
+    at module level, in a function that binds no such name itself; `self.x` in a method of its class."""
+    direct = index.targets_of(call.node)
+    for name in loader_names(index, call):
+        scopes = {call.place.scope} if name in direct else {b.place.scope for b in index.bindings_of(name)}
+        for read_name, scope in reads:
+            if read_name != name:
+                continue
+            global_read = name not in scope.params and not index.bindings_of_in(name, scope)
+            if scope in scopes or (global_read and any(s.is_module for s in scopes)):
+                return True
+            if name.startswith("self.") and any(s.class_name == scope.class_name for s in scopes):
+                return True
+    return False

@@ -31,14 +31,14 @@ import libcst as cst
 
 from migrate.analysis.index import Scope, read_names, spell
 from migrate.analysis.kinds import Kind, data_loaders, unbatched, value_kind
-from migrate.analysis.loaders import loader_names, loader_spelling
+from migrate.analysis.loaders import bound_where_read, loader_reads
 from migrate.analysis.models import aliases, is_after, top_statement
 from migrate.analysis.optimizers import OptimizerSide
 from migrate.analysis.ordering import ModelOrdering, NoModelOrdering, engine_orderings
 from migrate.analysis.placement import device_conditions
 from migrate.analysis.sites import LoaderSite, ModelSite
 from migrate.analysis.state_dicts import earlier_names, model_state_dicts
-from migrate.analysis.training import argument, caller_arguments, contains
+from migrate.analysis.training import argument, contains
 from migrate.analysis.values import dict_entry, literal_value
 from migrate.rewrite import small_statement_holding, top_block_imports
 from migrate.steps.base import Context, comment_lines, expression, statements
@@ -413,9 +413,6 @@ def _micro_batch(ctx: Context, engine: ModelOrdering) -> tuple[Read | None, list
     return batch, [batch, *spelled] if written else [*spelled, batch], problems
 
 
-LoaderRead = tuple[str, Scope]  # a loader's name, and the scope that reads it
-
-
 def _backward_loader(ctx: Context) -> LoaderSite | None:
     """The training DataLoader whose batches reach the backward: the first one a step loop iterates
     (in the call itself, or by a name followed up through the callers that hand it down), matched in
@@ -425,42 +422,10 @@ def _backward_loader(ctx: Context) -> LoaderSite | None:
     loaders = ctx.sites.loaders
     if not loaders:
         return None
-    reads = _loader_reads(ctx)
+    reads = loader_reads(ctx.index, ctx.sites.step_loops)
     steps = {id(loop.node) for loop in ctx.sites.step_loops}
-    fed = (site for site in loaders if id(site.call.place.stmt) in steps or _bound_where_read(ctx, site, reads))
+    fed = (site for site in loaders if id(site.call.place.stmt) in steps or bound_where_read(ctx.index, site.call, reads))
     return next(fed, loaders[0])
-
-
-def _loader_reads(ctx: Context) -> set[LoaderRead]:
-    """What each step loop iterates, in the loop's scope, and what every caller passes for it when it
-    is a parameter (a few calls up)."""
-    index = ctx.index
-    pending = [(name, loop.place.scope) for loop in ctx.sites.step_loops if (name := loader_spelling(index, loop))]
-    reads: set[LoaderRead] = set()
-    while pending and len(reads) < 64:
-        read = pending.pop()
-        if read not in reads:
-            reads.add(read)
-            pending += [(spelled, scope) for spelled, scope, _call in caller_arguments(index, read[1], read[0])]
-    return reads
-
-
-def _bound_where_read(ctx: Context, site: LoaderSite, reads: set[LoaderRead]) -> bool:
-    """Whether a name the loader is bound to is read as a loader in the scope that binds it, or, bound
-    at module level, in a function that binds no such name itself; `self.x` in a method of its class."""
-    index = ctx.index
-    direct = index.targets_of(site.call.node)
-    for name in loader_names(index, site.call):
-        scopes = {site.call.place.scope} if name in direct else {b.place.scope for b in index.bindings_of(name)}
-        for read_name, scope in reads:
-            if read_name != name:
-                continue
-            global_read = name not in scope.params and not index.bindings_of_in(name, scope)
-            if scope in scopes or (global_read and any(s.is_module for s in scopes)):
-                return True
-            if name.startswith("self.") and any(s.class_name == scope.class_name for s in scopes):
-                return True
-    return False
 
 
 def _loader_batch(ctx: Context, loader: LoaderSite) -> tuple[Read | None, bool]:

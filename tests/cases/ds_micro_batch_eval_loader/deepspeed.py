@@ -18,7 +18,7 @@ import torch.distributed as dist
 
 
 def evaluate(model, test_set):
-    loader = DataLoader(test_set, batch_size=1000, sampler=DistributedSampler(test_set, shuffle=False))
+    loader = DataLoader(test_set, batch_size=1000)
     right = 0
     with torch.no_grad():
         for inputs, labels in loader:
