@@ -7,7 +7,13 @@ A class of the script, or of a module of its folder that it imports (found by th
 its parameters, then its statements run in order: `name = ...` and `self.x = <number>` bind
 numbers, `self.x = <layer>` and `self.x.append(<layer>)` count a layer, `self.w = nn.Parameter(
 torch.randn(a, b))` counts a tensor, `for _ in range(n):` counts its body n times, an `if` whose test
-is known takes its branch, `super().__init__(...)` reads a base class of the script's.
+is known takes its branch, `super().__init__(...)` reads a base class of the script's. A layer bound
+to a local name is counted where it is used (`self.x = layer`, `blocks.append(layer)`,
+`nn.TransformerEncoder(layer, n)`, `self.add_module("x", layer)`), as torch registers it. A
+parameter of `__init__` the call leaves unknown stays unknown (never read from another caller of
+the class). Where the model's name is built by several calls under `if`s (`if arch == "big":
+net = Big() else: net = Small()`), the one whose tests hold is counted; tests it cannot decide are
+named in `unsized`.
 
 torch's layers by their formulas: nn.Linear, nn.Bilinear, nn.Conv1d/2d/3d and ConvTranspose,
 nn.Embedding, nn.LayerNorm, nn.BatchNorm*, nn.GroupNorm, nn.InstanceNorm* (affine), nn.PReLU,
@@ -15,8 +21,10 @@ nn.LSTM/GRU/RNN (with num_layers, bias, bidirectional), nn.MultiheadAttention (b
 kdim/vdim), nn.TransformerEncoderLayer/DecoderLayer; nn.Sequential and nn.ModuleList of their
 arguments (`*[Block() for _ in range(n)]`, list comprehensions over `range`); activations, pooling,
 dropout, losses and the like hold none.
-Numbers are literals, arithmetic, `len()` of a string or list, `min`/`max`/`int`, the `string`
-module's constants, and what `migrate.analysis.values.origins` follows a name to (module constants,
+Values are literals, arithmetic, comparisons (`==`, `<`, `in`, `is None`), `and`/`or`/`x if c else y`,
+tuples, lists, sets and dicts (a configuration dict read by `cfg["emb_dim"]`), comprehensions with
+one `for` over a known sequence, indexing, `len`/`min`/`max`/`int`/`sum`/`sorted`/`range`/`enumerate`,
+the `string` module's constants, and what `migrate.analysis.values.origins` follows a name to (module constants,
 argparse defaults, function parameters and their callers).
 
 A layer it cannot size (a number it cannot read, a class it cannot find, a layer kind it does not
@@ -46,7 +54,20 @@ from migrate.model import InputError
 from migrate.sources import printable, read
 
 MAX_DEPTH = 16  # classes within classes, names followed within names
-Value = int | float | bool | str | tuple | None
+Value = int | float | bool | str | tuple | None  # a dict is a Mapping (a tuple of its items)
+
+
+class Mapping(tuple):  # type: ignore[type-arg]
+    """A dict the count read (`{"emb_dim": 768}`): its items, in order; hashable, like every Value."""
+
+    def get_item(self, key: Value) -> Value:
+        for known, value in self:
+            if known == key:
+                return value  # type: ignore[no-any-return]
+        raise KeyError(key)
+
+    def keys(self) -> tuple[Value, ...]:
+        return tuple(known for known, _ in self)
 
 
 @dataclass(frozen=True)
@@ -124,6 +145,8 @@ class _Frame:
     owner: str  # the class's name, for naming unsized layers
     stmt: cst.CSTNode
     depth: int = 0
+    layers: dict[str, cst.BaseExpression] = field(default_factory=dict)  # local names bound to a layer
+    lists: set[str] = field(default_factory=set)  # local lists whose appended layers were counted
 
 
 @dataclass(eq=False)
@@ -177,8 +200,22 @@ class _Counter:
             return expr.evaluated_value  # type: ignore[no-any-return]
         if isinstance(expr, cst.ConcatenatedString):
             return str(self.value(expr.left, frame)) + str(self.value(expr.right, frame))
-        if isinstance(expr, (cst.Tuple, cst.List)):
-            return tuple(self.value(element.value, frame) for element in expr.elements)
+        if isinstance(expr, (cst.Tuple, cst.List, cst.Set)):
+            return self.elements(expr, frame)
+        if isinstance(expr, cst.Dict):
+            return self.mapping(expr, frame)
+        if isinstance(expr, (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)):
+            return self.comprehension(expr, frame)
+        if isinstance(expr, cst.Subscript):
+            return self.subscripted(expr, frame)
+        if isinstance(expr, cst.Comparison):
+            return self.compared(expr, frame)
+        if isinstance(expr, cst.BooleanOperation):
+            left = self.value(expr.left, frame)
+            keeps_left = bool(left) if isinstance(expr.operator, cst.Or) else not left
+            return left if keeps_left else self.value(expr.right, frame)
+        if isinstance(expr, cst.IfExp):
+            return self.value(expr.body if self.value(expr.test, frame) else expr.orelse, frame)
         if isinstance(expr, cst.UnaryOperation):
             return _unary(expr, self.value(expr.expression, frame))
         if isinstance(expr, cst.BinaryOperation):
@@ -187,13 +224,85 @@ class _Counter:
             return self.call_value(expr, frame)
         return self.named_value(expr, frame)
 
+    def elements(self, expr: cst.Tuple | cst.List | cst.Set, frame: _Frame) -> tuple[Value, ...]:
+        """A tuple, list or set display (`*x` spreads a known sequence; a set keeps the first of equals)."""
+        found: list[Value] = []
+        for element in expr.elements:
+            if isinstance(element, cst.StarredElement):
+                found += list(_sequence(element, self.value(element.value, frame)))
+            else:
+                found.append(self.value(element.value, frame))
+        return tuple(dict.fromkeys(found)) if isinstance(expr, cst.Set) else tuple(found)
+
+    def mapping(self, expr: cst.Dict, frame: _Frame) -> Mapping:
+        """`{"vocab": 50257, **base}`: a configuration dict, read by `cfg["vocab"]` and `len()`."""
+        found: dict[Value, Value] = {}
+        for element in expr.elements:
+            if isinstance(element, cst.StarredDictElement):
+                found.update(_as_mapping(element, self.value(element.value, frame)))
+            else:
+                found[self.value(element.key, frame)] = self.value(element.value, frame)
+        return Mapping(found.items())
+
+    def comprehension(self, expr: cst.ListComp | cst.SetComp | cst.GeneratorExp | cst.DictComp,
+                      frame: _Frame) -> Value:
+        """`[c for c in "abc"]`, `{w: i for i, w in enumerate(words)}`: one `for` over a known sequence."""
+        loop = expr.for_in
+        if loop.inner_for_in is not None or loop.ifs:
+            raise _Unknown(expr, "a comprehension with several `for`s or an `if`")
+        found: list[Value] = []
+        for item in _sequence(loop.iter, self.value(loop.iter, frame)):
+            inner = _Frame(frame.file, {**frame.env, **_unpacked(loop.target, item)}, frame.owner, frame.stmt,
+                           frame.depth + 1)
+            if isinstance(expr, cst.DictComp):
+                found.append((self.value(expr.key, inner), self.value(expr.value, inner)))
+            else:
+                found.append(self.value(expr.elt, inner))
+        if isinstance(expr, cst.DictComp):
+            return Mapping(dict(found).items())  # type: ignore[arg-type]
+        return tuple(dict.fromkeys(found)) if isinstance(expr, cst.SetComp) else tuple(found)
+
+    def subscripted(self, expr: cst.Subscript, frame: _Frame) -> Value:
+        """`cfg["emb_dim"]`, `sizes[0]` (the whole expression named when its container is unknown)."""
+        try:
+            container = self.value(expr.value, frame)
+        except _Unknown as unknown:
+            raise _Unknown(expr, f"`{_code(expr)}`: {unknown.why}") from None
+        return _subscript(expr, container, self.index_value(expr, frame))
+
+    def index_value(self, expr: cst.Subscript, frame: _Frame) -> Value:
+        """The key of `x[key]` (one index, no slice)."""
+        if len(expr.slice) != 1 or not isinstance(expr.slice[0].slice, cst.Index):
+            raise _Unknown(expr, f"`{_code(expr)}` is not a value this count can read")
+        return self.value(expr.slice[0].slice.value, frame)
+
+    def compared(self, expr: cst.Comparison, frame: _Frame) -> bool:
+        """`a == b`, `a < b <= c`, `x in (...)`, `x is None`."""
+        left = self.value(expr.left, frame)
+        for target in expr.comparisons:
+            right = self.value(target.comparator, frame)
+            operation = COMPARE.get(type(target.operator))
+            if operation is None:
+                raise _Unknown(expr, f"`{_code(expr)}` is not a value this count can read")
+            try:
+                holds = operation(left, right)
+            except TypeError as error:
+                raise _Unknown(expr, str(error)) from None
+            if not holds:
+                return False
+            left = right
+        return True
+
     def named_value(self, expr: cst.BaseExpression, frame: _Frame) -> Value:
         """A name: bound in `__init__`, True/False/None, a `string` constant, or followed by origins()."""
         spelled = spell(expr)
         if spelled is None:
             raise _Unknown(expr, f"`{_code(expr)}` is not a value this count can read")
         if spelled in frame.env:
-            return frame.env[spelled]
+            found = frame.env[spelled]
+            if isinstance(found, _Unknown):
+                raise _Unknown(expr, f"`{spelled}`: {found.why}")
+            return found
         if spelled in ("True", "False", "None"):
             return {"True": True, "False": False, "None": None}[spelled]
         qualified = frame.file.index.qualify(expr) or ""
@@ -220,8 +329,7 @@ class _Counter:
     def call_value(self, call: cst.Call, frame: _Frame) -> Value:
         """`len(...)`, `min`/`max`/`int`/`abs`/`round`, `math.prod`/`math.ceil`/`math.floor` of known values."""
         name = frame.file.index.qualify(call.func) or ""
-        functions = {"len": len, "min": min, "max": max, "int": int, "abs": abs, "round": round,
-                     "math.prod": math.prod, "math.ceil": math.ceil, "math.floor": math.floor}
+        functions = {**FUNCTIONS, "range": _range}
         if name not in functions or any(arg.keyword is not None or arg.star for arg in call.args):
             raise _Unknown(call, f"`{_code(call.func)}(...)` is not a value this count can read")
         arguments = [self.value(arg.value, frame) for arg in call.args]
@@ -247,11 +355,15 @@ class _Counter:
 
     def built(self, expr: cst.BaseExpression, frame: _Frame, name: str) -> _Sized:
         expr = _unmoved(expr)
+        if isinstance(expr, cst.Name) and expr.value in frame.layers:
+            expr = frame.layers[expr.value]  # `layer = nn.Linear(...)` in `__init__`, then used
         if not isinstance(expr, cst.Call):
             raise _Unknown(expr, f"`{_code(expr)}` is not a layer this count can build")
         qualified = frame.file.index.qualify(expr.func) or ""
         if qualified in ("torch.nn.Sequential", "torch.nn.ModuleList"):
             return self.container(expr, frame, name)
+        if qualified in ("torch.nn.TransformerEncoder", "torch.nn.TransformerDecoder"):
+            return self.stack(expr, frame, name)
         if qualified == "torch.nn.Parameter":
             return self.parameter(expr, frame)
         if qualified.startswith("torch.nn.") and qualified.count(".") == 2:
@@ -260,6 +372,20 @@ class _Counter:
         if located is None:
             raise _Unknown(expr, f"the class `{_code(expr.func)}` is not defined in this file or a module of its folder")
         return self.own_class(expr, *located, frame)
+
+    def stack(self, call: cst.Call, frame: _Frame, name: str) -> _Sized:
+        """nn.TransformerEncoder(layer, num_layers, norm=None): num_layers copies of the layer, and the norm."""
+        found = {arg.keyword.value: arg.value for arg in call.args if arg.keyword is not None}
+        found.update(zip(("layer", "num_layers", "norm"), (arg.value for arg in call.args if arg.keyword is None)))
+        layer = found.get("encoder_layer", found.get("decoder_layer", found.get("layer")))
+        if layer is None or "num_layers" not in found:
+            raise _Unknown(call, f"`{_code(call.func)}` without its layer or num_layers")
+        sized = _Sized()
+        sized.add(self.built(layer, frame, name), self.number(found["num_layers"], frame))
+        norm = found.get("norm")
+        if norm is not None and spell(norm) != "None":
+            sized.add(self.built(norm, frame, f"{name}.norm"))
+        return sized
 
     def container(self, call: cst.Call, frame: _Frame, name: str) -> _Sized:
         """nn.Sequential(a, b, *[c for _ in range(n)]), nn.ModuleList([...])."""
@@ -271,6 +397,8 @@ class _Counter:
 
     def items(self, expr: cst.BaseExpression, frame: _Frame, unpack: bool) -> Iterator[tuple[cst.BaseExpression, int]]:
         """The modules a container argument holds, each with how many times it repeats."""
+        if isinstance(expr, cst.Name) and expr.value in frame.lists:
+            return  # a local list whose layers were counted as they were appended
         if not unpack:
             yield expr, 1
         elif isinstance(expr, (cst.ListComp, cst.GeneratorExp)):
@@ -360,7 +488,8 @@ class _Counter:
         return _Sized()
 
     def arguments(self, call: cst.Call, init: cst.FunctionDef, outer: _Frame, inner: _Frame) -> dict[str, Value]:
-        """The `__init__` parameters the call binds, then their defaults (an unknown one stays unbound)."""
+        """The `__init__` parameters the call binds, then their defaults. One whose value is unknown (or
+        that the call does not give) is bound to why: never read from another caller of the class."""
         params = [p for p in init.params.params if p.name.value != "self"] + list(init.params.kwonly_params)
         env: dict[str, Value] = {}
         positional = [arg for arg in call.args if arg.keyword is None and not arg.star]
@@ -372,13 +501,58 @@ class _Counter:
         for param in params:
             if param.name.value not in env and param.default is not None:
                 self.bind(env, param.name.value, param.default, inner)
+            elif param.name.value not in env:
+                spread = any(arg.star for arg in call.args)
+                env[param.name.value] = _Unknown(param, "handed in with * or **" if spread else "not given by the call")
         return env
 
     def bind(self, env: dict[str, Value], name: str, expr: cst.BaseExpression, frame: _Frame) -> None:
         try:
             env[name] = self.value(expr, frame)
-        except _Unknown:
-            pass  # read only if a layer needs it: then that layer is named as unsized
+        except _Unknown as unknown:
+            env[name] = unknown  # type: ignore[assignment]  # raised only if a layer reads it (named_value)
+
+    # -- which construction ----------------------------------------------------------------------
+
+    def branch_taken(self, call: cst.Call, frame: _Frame) -> cst.Call:
+        """`if name == "big": net = Big() / else: net = Small()`: the construction whose `if`s hold (a
+        choice it cannot make keeps `call` and is named as unsized)."""
+        index = frame.file.index
+        choices = _alternatives(index, call)
+        if len(choices) < 2:
+            return call
+        verdicts = [(choice, self.taken(statement, frame)) for choice, statement in choices]
+        possible = [(choice, verdict) for choice, verdict in verdicts if verdict is not False]
+        if len(possible) == 1:
+            return possible[0][0]
+        if any(verdict is None for _, verdict in possible):
+            lines = ", ".join(str(frame.file.positions.of(choice, None)[0]) for choice, _ in possible)
+            self.skip(frame, call, frame.owner, f"built by one of several calls (lines {lines}) under `if`s this count "
+                                                "cannot decide; counted this one")
+        return call
+
+    def taken(self, stmt: cst.BaseStatement, frame: _Frame) -> bool | None:
+        """Whether the `if`/`elif`/`else` branches around `stmt` run: None when a test is unknown."""
+        index = frame.file.index
+        earlier = {node.orelse: node for node in index.parent_of.values()
+                   if isinstance(node, cst.If) and isinstance(node.orelse, cst.If)}
+        node: cst.BaseStatement = stmt
+        verdict: bool | None = True
+        while (parent := index.parent_of.get(node)) is not None:
+            if isinstance(parent, cst.If) and node is not parent.orelse:
+                tests = [(parent.test, node in _statements(parent.body))]
+                before = earlier.get(parent)
+                while before is not None:
+                    tests.append((before.test, False))
+                    before = earlier.get(before)
+                for test, wanted in tests:
+                    try:
+                        if bool(self.value(test, _Frame(frame.file, {}, frame.owner, parent))) != wanted:
+                            return False
+                    except _Unknown:
+                        verdict = None
+            node = parent
+        return verdict
 
     # -- statements of __init__ ------------------------------------------------------------------
 
@@ -414,8 +588,10 @@ class _Counter:
         chosen = stmt.body if test else stmt.orelse
         if isinstance(chosen, cst.If):
             self.branch(chosen, frame, sized, own, outer)
+        elif isinstance(chosen, cst.Else):
+            self.block(_statements(chosen.body), frame, sized, own, outer)
         elif chosen is not None:
-            self.block(list(chosen.body.body), frame, sized, own, outer)
+            self.block(_statements(chosen), frame, sized, own, outer)
 
     def small(self, small: cst.BaseSmallStatement, frame: _Frame, sized: _Sized, own: _Sized, outer: _Frame) -> None:
         if isinstance(small, cst.Assign) and len(small.targets) == 1:
@@ -428,16 +604,26 @@ class _Counter:
     def assign(self, target: str | None, value: cst.BaseExpression, frame: _Frame, sized: _Sized, own: _Sized) -> None:
         if target is None:
             return
-        if not _makes_module(value, frame.file.index, self, frame.file):
+        frame.layers.pop(target, None)
+        local = isinstance(value, cst.Name) and value.value in frame.layers
+        if not local and not _makes_module(value, frame.file.index, self, frame.file):
             frame.env.pop(target, None)
             self.bind(frame.env, target, value, frame)
+            return
+        if "." not in target and not local:
+            frame.layers[target] = value  # a local layer: counted where it is used (torch registers it there)
             return
         made = self.module(value, frame, f"{frame.owner}.{target.removeprefix('self.')}")
         (own if _is_parameter(value, frame.file.index) else sized).add(made)
 
     def called(self, call: cst.Call, frame: _Frame, sized: _Sized, outer: _Frame) -> None:
-        """`self.layers.append(Layer())`, `super().__init__(...)`."""
+        """`self.layers.append(Layer())`, `super().__init__(...)`, `self.add_module("name", layer)`,
+        `setattr(self, "name", layer)`."""
         func = call.func
+        named = spell(func) in ("self.add_module", "self.register_module", "setattr") and len(call.args) >= 2
+        if named and (spell(func) != "setattr" or spell(call.args[0].value) == "self"):
+            sized.add(self.module(call.args[-1].value, frame, f"{frame.owner}.{_code(call.args[-2].value)}"))
+            return
         if isinstance(func, cst.Attribute) and func.attr.value in ("append", "extend") and call.args:
             name = f"{frame.owner}.{_code(func.value).removeprefix('self.')}"
             try:
@@ -447,6 +633,8 @@ class _Counter:
                 return
             for item, times in items:
                 sized.add(self.module(item, frame, name), times)
+            if isinstance(func.value, cst.Name):
+                frame.lists.add(func.value.value)  # `nn.Sequential(*blocks)` later adds nothing
         elif isinstance(func, cst.Attribute) and func.attr.value == "__init__" and _is_super(func.value):
             cls = frame.file.index.classes.get(frame.owner)
             if cls is not None:
@@ -481,6 +669,8 @@ def count_source(code: str, path: str) -> Count:
         if call is None:
             counter.skip(frame, stmt, site.spelling, "not built by a call this file shows")
             continue
+        frame.stmt = _statement_of(index, call) or stmt
+        call = counter.branch_taken(call, frame)
         frame.stmt = _statement_of(index, call) or stmt
         total.add(counter.module(call, frame, site.spelling))
     return Count(total.total, total.largest, tuple(s.spelling for s in sites.models), tuple(counter.unsized))
@@ -519,6 +709,84 @@ def _binary(expr: cst.BinaryOperation, left: Value, right: Value) -> Value:
         return operation(left, right)  # type: ignore[no-any-return]
     except (TypeError, ZeroDivisionError, OverflowError) as error:
         raise _Unknown(expr, str(error)) from None
+
+
+COMPARE = {cst.Equal: lambda a, b: a == b, cst.NotEqual: lambda a, b: a != b, cst.LessThan: lambda a, b: a < b,
+           cst.LessThanEqual: lambda a, b: a <= b, cst.GreaterThan: lambda a, b: a > b,
+           cst.GreaterThanEqual: lambda a, b: a >= b, cst.Is: lambda a, b: a == b and type(a) is type(b),
+           cst.IsNot: lambda a, b: not (a == b and type(a) is type(b)),
+           cst.In: lambda a, b: a in _members(b), cst.NotIn: lambda a, b: a not in _members(b)}
+MAX_ITEMS = 100_000  # the longest sequence a count builds (`range(n)` in a comprehension)
+
+
+def _members(value: Value) -> tuple[Value, ...] | str:
+    if isinstance(value, Mapping):
+        return value.keys()
+    if isinstance(value, (tuple, str)):
+        return value
+    raise TypeError(f"{value!r} is not a container")
+
+
+def _sequence(node: cst.CSTNode, value: Value) -> tuple[Value, ...] | str:
+    """What `for x in value` walks (a dict: its keys)."""
+    try:
+        return _members(value)
+    except TypeError as error:
+        raise _Unknown(node, str(error)) from None
+
+
+def _as_mapping(node: cst.CSTNode, value: Value) -> Mapping:
+    if not isinstance(value, Mapping):
+        raise _Unknown(node, f"`{_code(node)}` is not a dict this count can read")
+    return value
+
+
+def _unpacked(target: cst.BaseAssignTargetExpression, item: Value) -> dict[str, Value]:
+    """The names a comprehension's `for i, (a, b) in ...` binds for one item."""
+    if isinstance(target, cst.Name):
+        return {target.value: item}
+    if isinstance(target, (cst.Tuple, cst.List)) and isinstance(item, tuple) and not isinstance(item, Mapping) \
+            and len(item) == len(target.elements):
+        bound: dict[str, Value] = {}
+        for element, part in zip(target.elements, item):
+            bound.update(_unpacked(element.value, part))  # type: ignore[arg-type]
+        return bound
+    raise _Unknown(target, f"`{_code(target)}` is not a target this count can read")
+
+
+def _subscript(expr: cst.Subscript, container: Value, key: Value) -> Value:
+    """`cfg["emb_dim"]`, `sizes[0]`, `"abc"[1]`."""
+    try:
+        if isinstance(container, Mapping):
+            return container.get_item(key)
+        if isinstance(container, (tuple, str)) and isinstance(key, int) and not isinstance(key, bool):
+            return container[key]
+    except (KeyError, IndexError):
+        raise _Unknown(expr, f"`{_code(expr)}`: no such key or index") from None
+    raise _Unknown(expr, f"`{_code(expr)}` is not a value this count can read")
+
+
+def _range(*bounds: int) -> tuple[int, ...]:
+    found = range(*bounds)
+    if len(found) > MAX_ITEMS:
+        raise ValueError(f"range of {len(found)} is too long to walk")
+    return tuple(found)
+
+
+def _walked(function):  # type: ignore[no-untyped-def]
+    """A builtin that walks a sequence (a dict: its keys), returning a tuple."""
+    def call(value, *rest):  # type: ignore[no-untyped-def]
+        items = value.keys() if isinstance(value, Mapping) else value
+        if not isinstance(items, (tuple, str)) or rest:
+            raise TypeError(f"{value!r} is not a sequence")
+        return tuple(function(items))
+    return call
+
+
+FUNCTIONS = {"len": len, "min": min, "max": max, "int": int, "abs": abs, "round": round, "sum": sum,
+             "math.prod": math.prod, "math.ceil": math.ceil, "math.floor": math.floor,
+             "list": _walked(list), "tuple": _walked(tuple), "sorted": _walked(sorted), "enumerate": _walked(enumerate),
+             "set": _walked(dict.fromkeys), "reversed": _walked(reversed)}
 
 
 def _unmoved(expr: cst.BaseExpression) -> cst.BaseExpression:
@@ -560,6 +828,13 @@ def _builds_layers(stmt: cst.CSTNode) -> bool:
     return False
 
 
+def _statements(suite: cst.BaseSuite) -> list[cst.BaseStatement]:
+    """The statements of an indented block, or of `if x: a; b` on one line (as one statement line)."""
+    if isinstance(suite, cst.SimpleStatementSuite):
+        return [cst.SimpleStatementLine(body=suite.body)]
+    return list(suite.body)
+
+
 def _is_super(node: cst.BaseExpression) -> bool:
     return isinstance(node, cst.Call) and spell(node.func) == "super"
 
@@ -567,6 +842,22 @@ def _is_super(node: cst.BaseExpression) -> bool:
 def _statements_of(index: ScriptIndex, scope: Scope) -> list[cst.BaseStatement]:
     """A statement of `scope` (positions and scope lookups start from one)."""
     return [stmt for stmt, owner in index.scope_of.items() if owner is scope][:1]
+
+
+def _alternatives(index: ScriptIndex, call: cst.Call) -> list[tuple[cst.Call, cst.BaseStatement]]:
+    """The calls that build the name `call` is bound to, in its scope (each with its statement):
+    `net = Big()` and `net = Small()` in the branches of an `if`, not `net = DDP(net)`."""
+    bound = next((b for b in index.bindings if b.value is not None and _unmoved(b.value) is call), None)
+    if bound is None:
+        return []
+    found = []
+    for binding in index.bindings_of_in(bound.target, bound.place.scope):
+        value = _unmoved(binding.value) if binding.value is not None else None
+        wraps = isinstance(value, cst.Call) and any(spell(arg.value) == bound.target for arg in value.args)
+        name = (spell(value.func) or "") if isinstance(value, cst.Call) else ""
+        if isinstance(value, cst.Call) and not wraps and name.rsplit(".", 1)[-1][:1].isupper():
+            found.append((value, binding.place.stmt))
+    return found
 
 
 def _statement_of(index: ScriptIndex, call: cst.Call) -> cst.BaseStatement | None:

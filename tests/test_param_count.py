@@ -223,3 +223,147 @@ def test_no_model_says_so() -> None:
     with pytest.raises(InputError, match="give --params") as caught:
         count_source("x = 1\nprint(x)\n", "mine/train.py")
     assert str(caught.value).startswith("mine/train.py: cannot count its parameters")
+
+
+SHAPES = '''
+import torch
+import torch.nn as nn
+
+SETTINGS = {"vocab": 40, "width": 16, "layers": 2, "kind": "gru", "tied": False}
+LETTERS = [c for c in "PSEabcdefg"]
+INDEX = {c: i for i, c in enumerate(LETTERS)}
+
+
+class Model(nn.Module):
+    def __init__(self, cfg, wide=True):
+        super().__init__()
+        self.emb = nn.Embedding(cfg["vocab"] + len(INDEX), cfg["width"])
+        if wide:
+            self.wide = nn.Linear(cfg["width"], 2 * cfg["width"])
+        if not wide: self.narrow = nn.Linear(cfg["width"], 3)
+        if cfg["kind"] == "lstm":
+            self.rnn = nn.LSTM(cfg["width"], cfg["width"])
+        elif cfg["kind"] in ("gru", "rnn") and cfg["layers"] > 1:
+            self.rnn = nn.GRU(cfg["width"], cfg["width"], num_layers=cfg["layers"])
+        else:
+            self.rnn = nn.RNN(cfg["width"], cfg["width"])
+        layer = nn.TransformerEncoderLayer(cfg["width"], 2, dim_feedforward=24, batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, num_layers=3, norm=nn.LayerNorm(cfg["width"]))
+        blocks = []
+        for _ in range(cfg["layers"]):
+            block = nn.Linear(cfg["width"], cfg["width"])
+            blocks.append(block)
+        self.blocks = nn.ModuleList(blocks)
+        head = nn.Linear(cfg["width"], len(LETTERS), bias=cfg["tied"] is not True)
+        self.add_module("head", head)
+
+    def forward(self, x):
+        return self.head(x)
+
+
+def main():
+    model = Model(SETTINGS)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    model(torch.zeros(1, 16)).sum().backward()
+    optimizer.step()
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+
+def test_real_shapes_dicts_branches_local_layers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Shapes of corpus models (benchmarks/param_count_corpus.py): a configuration dict read by key, a
+    vocabulary built by comprehensions, an `if` taken (it crashed the count) and one on one line,
+    comparisons, a local layer repeated by nn.TransformerEncoder, local layers appended to a list."""
+    script = tmp_path / "train.py"
+    script.write_text(SHAPES)
+    monkeypatch.setattr(sys, "argv", [str(script)])
+    counted = count_file(str(script))
+    assert counted.unsized == ()
+    assert counted.total == _held_by_optimizers(script, tmp_path, monkeypatch)
+
+
+CALLED_ELSEWHERE = '''
+import torch.nn as nn
+
+
+class Loss(nn.Module):
+    def __init__(self, hidden, splits):
+        super().__init__()
+        self.cuts = [0] + splits + [10 ** 6]
+        if len(self.cuts) > 2:
+            self.tail = nn.Parameter(torch.zeros(len(self.cuts) - 2, hidden))
+
+
+if __name__ == "__main__":
+    Loss(8, splits=[4])
+'''
+
+CALLER = '''
+import torch
+from loss import Loss
+
+
+def train(data):
+    splits = data.splits
+    criterion = Loss(16, splits=splits)
+    optimizer = torch.optim.SGD(criterion.parameters(), lr=0.1)
+    criterion(data).backward()
+    optimizer.step()
+'''
+
+
+def test_an_unknown_argument_is_not_read_from_another_caller(tmp_path: Path) -> None:
+    """`splits` is unknown where the script builds the class: the self-test at the bottom of the
+    class's module (`splits=[4]`) must not lend it a value (it counted 16 parameters that are not there)."""
+    (tmp_path / "loss.py").write_text(CALLED_ELSEWHERE)
+    (tmp_path / "train.py").write_text(CALLER)
+    counted = count_file(str(tmp_path / "train.py"))
+    assert counted.total == 0
+    assert [u.name for u in counted.unsized] == ["Loss: the `if len(self.cuts) > 2:`"]
+    assert counted.unsized[0].why.startswith("`self.cuts`: `splits`")
+
+
+BRANCHES = '''
+import torch
+import torch.nn as nn
+
+NAME = "big"
+
+
+class Big(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(100, 100)
+
+
+class Small(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(10, 10)
+
+
+if NAME == "big":
+    net = Big()
+elif NAME == "small":
+    net = Small()
+optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
+net(torch.zeros(1, 100)).sum().backward()
+optimizer.step()
+'''
+
+
+def test_the_construction_in_the_branch_taken() -> None:
+    """`if NAME == "big": net = Big() elif ...: net = Small()`: Big is built (it counted Small)."""
+    assert count_source(BRANCHES, "user/train.py").total == 100 * 100 + 100
+    other = count_source(BRANCHES.replace('NAME = "big"', 'NAME = "small"'), "user/train.py")
+    assert other.total == 10 * 10 + 10
+
+
+def test_a_choice_it_cannot_make_is_named() -> None:
+    unknown = BRANCHES.replace('NAME = "big"', "import os\nNAME = os.environ['NET']")
+    counted = count_source(unknown, "user/train.py")
+    assert [u.why for u in counted.unsized] == [
+        "built by one of several calls (lines 22, 24) under `if`s this count cannot decide; counted this one"]
