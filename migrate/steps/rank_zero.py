@@ -1,6 +1,7 @@
 """Output happens once: prints (and `sys.stdout.write`), `logging` records below ERROR, tensorboard
 and wandb writes, checkpoints (`torch.save`, `np.save`), figures and images (`savefig`, a PIL
-image's or a matplotlib animation's `.save(path)`), `Path.write_text`/`write_bytes` and files
+image's or a matplotlib animation's `.save(path)`, the image bound to a name or saved where it is
+made: `Image.fromarray(a).save(p)`, `Image.open(p).convert("L").save(q)`), `Path.write_text`/`write_bytes` and files
 opened for writing run on rank 0 only; after teardown (once `main()` has returned) the writes ask
 the launcher's RANK; tqdm bars are disabled on the other ranks. Errors are still logged by every rank.
 
@@ -30,7 +31,9 @@ LOG_METHODS = frozenset({"debug", "info", "warning", "warn", "log"})
 WANDB_CALLS = frozenset({"init", "log", "finish", "watch", "save", "log_artifact", "define_metric", "alert"})
 WRITERS = ("torch.utils.tensorboard.SummaryWriter", "tensorboardX.SummaryWriter")
 SAVES = ("torch.save", "numpy.save", "numpy.savez", "json.dump", "pickle.dump")
-IMAGE_MAKERS = ("PIL.", "matplotlib.animation.")  # what `x = ...` makes that `x.save(path)` writes to a file
+# what `x = ...` (or a call chained on it) makes that `x.save(path)` writes to a file
+IMAGE_MAKERS = ("PIL.", "matplotlib.animation.", "torchvision.transforms.functional.to_pil_image",
+                "torchvision.transforms.ToPILImage", "torchvision.transforms.transforms.ToPILImage")
 PATH_WRITES = frozenset({"write_text", "write_bytes"})
 RANK_WORDS = ("rank", "is_main", "main_process", "master")
 
@@ -40,10 +43,10 @@ def rank_zero(ctx: Context) -> None:
     loggers = _bound_names(index, lambda q: q.endswith("getLogger"))
     writers = _bound_names(index, lambda q: q in WRITERS)
     runs = _bound_names(index, lambda q: q == "wandb.init")
-    images = _bound_names(index, lambda q: q.startswith(IMAGE_MAKERS))
+    images = {b.target for b in index.bindings if isinstance(b.value, cst.Call) and _makes_image(index, b.value)}
     for call in index.calls:
         kind = _sink_kind(index, call, loggers, writers, runs)
-        if kind is None and _saves_image(call, images):
+        if kind is None and _saves_image(index, call, images):
             kind = "write"
         if kind == "progress":
             _disable_progress_bar(ctx, call)
@@ -92,12 +95,29 @@ def _sink_kind(index: ScriptIndex, call: CallSite, loggers: set[str], writers: s
     return None
 
 
-def _saves_image(call: CallSite, images: set[str]) -> bool:
-    """`img.save(path)` of a PIL image, `ani.save(path)` of a matplotlib animation, and
-    `path.write_text(...)` / `path.write_bytes(...)` (pathlib)."""
+def _saves_image(index: ScriptIndex, call: CallSite, images: set[str]) -> bool:
+    """`img.save(path)` of a PIL image, `ani.save(path)` of a matplotlib animation, the same saved
+    where it is made (`Image.fromarray(a).save(path)`), and `path.write_text(...)` /
+    `path.write_bytes(...)` (pathlib)."""
     owner, _, method = (call.name or "").rpartition(".")
     func = call.node.func
-    return method == "save" and owner in images or isinstance(func, cst.Attribute) and func.attr.value in PATH_WRITES
+    if not isinstance(func, cst.Attribute):
+        return False
+    if func.attr.value == "save":
+        return owner in images or isinstance(func.value, cst.Call) and _makes_image(index, func.value)
+    return func.attr.value in PATH_WRITES
+
+
+def _makes_image(index: ScriptIndex, value: cst.Call) -> bool:
+    """A call that makes an image: `Image.open(p)`, `Image.fromarray(a)`, `ToPILImage()(t)`, or a
+    method chained on one (`Image.open(p).convert("L").resize(s)`)."""
+    node: cst.BaseExpression = value
+    while isinstance(node, cst.Call):
+        qualified = index.qualify(node.func)
+        if qualified is not None:
+            return qualified.startswith(IMAGE_MAKERS)
+        node = node.func.value if isinstance(node.func, cst.Attribute) else node.func
+    return False
 
 
 def _is_foreign_saver(index: ScriptIndex, name: str) -> bool:

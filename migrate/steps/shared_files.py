@@ -3,6 +3,11 @@ process did to the filesystem now happens N times, concurrently.
 
 - Dataset downloads (`download=True`): the first process on each node downloads, then a barrier,
   then every rank builds the dataset from the files (torchvision skips a download it finds done).
+- The script's own downloads (a helper that fetches and writes, `urlretrieve`, ...; see
+  download_units.py): the whole unit (with the `if not os.path.exists(p):` around it and the
+  unpacking after it) on the first process of each node, then a barrier; the helper's own writes,
+  moves and directories are left as they are (it runs on that one process). Where the unit binds a
+  name read below, may run a collective, or no barrier can be placed, a finding names the line.
 - `os.mkdir` / `os.makedirs` / `Path.mkdir` (without `exist_ok`, or with `exist_ok=False`):
   `exist_ok=True`, so the rank that comes second does not crash on the directory the first one
   made (`if not exists: mkdir` is a race, not a guard). Where the script relies on the error (a
@@ -31,6 +36,7 @@ from migrate.analysis.entry import runs_in_process_group
 from migrate.analysis.index import CallSite, Scope, ScriptIndex, descendants, names_in, read_names, spell
 from migrate.analysis.training import argument, callers_of, calls_in, contains
 from migrate.steps.base import Context, expression, statements
+from migrate.steps.download_units import download_sites, unit_of, what_runs
 from migrate.steps.rank_zero import (
     RANK_WORDS,
     SAVES,
@@ -61,13 +67,14 @@ OS_ERRORS = frozenset({"OSError", "FileExistsError", "IOError", "Exception", "Ba
 
 
 def shared_files(ctx: Context) -> None:
-    guarded = [run for run in _destructive_runs(ctx) if _guard_run(ctx, run)]
-    in_runs = {id(stmt) for run in guarded for stmt in run}
+    units = _download_units(ctx)  # what they run is on one process per node: none of the edits below
+    guarded = [run for run in _destructive_runs(ctx) if id(run[0]) not in units and _guard_run(ctx, run)]
+    in_runs = {id(stmt) for run in guarded for stmt in run} | units
     for call in ctx.index.calls:
         if _makes_directory(ctx, call) and id(_top_of_run(ctx, call.place.stmt)) not in in_runs:
             _directory(ctx, call)
-    _downloads(ctx)
-    _file_handles(ctx)
+    _downloads(ctx, units)
+    _file_handles(ctx, units)
     _load_after_save(ctx)
 
 
@@ -394,7 +401,74 @@ def _first_line(ctx: Context, stmt: cst.BaseStatement) -> str:
     return ctx.code(stmt).strip().splitlines()[0].rstrip(":")
 
 
-# -- downloads ---------------------------------------------------------------------------------
+# -- the script's own downloads ------------------------------------------------------------------
+
+def _download_units(ctx: Context) -> set[int]:
+    """Each download unit on local rank 0, then a barrier (see download_units.py); the ids of the
+    statements the units run, which need no edit of their own. A helper that one of its units
+    cannot move keeps its writes on rank 0 (as a plain write), and its other units stay as they are."""
+    index = ctx.index
+    units: dict[int, list[cst.BaseStatement]] = {}
+    for site in download_sites(index):
+        unit = unit_of(index, site.place.stmt)
+        units.setdefault(id(unit[0]), unit)
+    runs = {key: what_runs(index, unit) for key, unit in units.items()}
+    problems = {key: _unit_problem(ctx, unit, runs[key][0]) for key, unit in units.items()}
+    blocked = {id(scope) for key, problem in problems.items() if problem for scope in runs[key][1]}
+    covered: set[int] = set()
+    for key, unit in units.items():
+        problem, (inside, helpers) = problems[key], runs[key]
+        if problem:
+            ctx.report("MIG120", f"`{_first_line(ctx, unit[0])}` downloads on every rank at once, {problem}: download the "
+                       "data once before launching, or let one rank per node download while the others wait in "
+                       f"{ctx.distributed.said(ctx.distributed.barrier)}", unit[0])
+            continue
+        if any(id(scope) in blocked for scope in helpers):
+            continue
+        own = {id(stmt) for stmt in unit}
+        covered |= {id(stmt) for stmt in inside}
+        for stmt in inside:  # a write another step put on rank 0: the unit already runs on one process
+            if id(stmt) not in own and ctx.plan.guarded.get(stmt) == ctx.rank_zero_test():
+                del ctx.plan.guarded[stmt]
+        if problem is None:
+            _unit_on_local_rank_zero(ctx, unit)
+    return covered
+
+
+def _unit_problem(ctx: Context, unit: list[cst.BaseStatement], inside: list[cst.BaseStatement]) -> str | None:
+    """Why the unit cannot run on one process per node (words for the finding); "" when it
+    already runs on rank 0 (the script's own check, or a step's guard); None when it can."""
+    first = unit[0]
+    if any(runs_on_rank_zero(ctx, stmt) for stmt in unit):
+        return ""
+    if not every_rank_reaches(ctx, first):
+        return ("where no barrier can be placed (before setup, under a condition that may differ per rank, or in code "
+                "some ranks never reach)")
+    collective = next((stmt for stmt in unit if may_be_collective(ctx, stmt)), None)
+    if collective is not None:
+        return f"and `{_first_line(ctx, collective)}` may need every rank, so it cannot move to one"
+    scope = ctx.index.scope_of.get(first)
+    ids = {id(stmt) for stmt in inside}
+    for stmt in inside:
+        for binding in ctx.index.bindings_at(stmt):
+            if scope is None or binding.place.scope is not scope:
+                continue
+            reader = next((r for r in ctx.index.readers_in(scope).get(binding.target, ()) if id(r) not in ids), None)
+            if reader is not None:
+                return f"and binds `{binding.target}`, which `{_first_line(ctx, reader)}` reads on every rank"
+    return None
+
+
+def _unit_on_local_rank_zero(ctx: Context, unit: list[cst.BaseStatement]) -> None:
+    """`if local_rank == 0:` around the unit's statements, then a barrier every rank reaches."""
+    scope = ctx.index.scope_of.get(unit[0])
+    local_rank = ctx.local_rank(scope) if scope is not None else ctx.distributed.local_rank_name
+    for stmt in unit:
+        ctx.plan.guard(stmt, f"{local_rank} == 0")
+    ctx.plan.insert_after(unit[-1], [_barrier(ctx, "one download per node; the other ranks wait for its files")])
+
+
+# -- dataset downloads -----------------------------------------------------------------------------
 
 def _always_false(ctx: Context, name: str) -> bool:
     """`DOWNLOAD = False` and never bound to anything else in the file: nothing is downloaded."""
@@ -402,11 +476,11 @@ def _always_false(ctx: Context, name: str) -> bool:
     return bool(bindings) and all(isinstance(b.value, cst.Name) and b.value.value in ("False", "None") for b in bindings)
 
 
-def _downloads(ctx: Context) -> None:
+def _downloads(ctx: Context, units: set[int]) -> None:
     by_statement: dict[cst.BaseStatement, list[cst.Call]] = {}
     for call in ctx.index.calls:
         download = argument(call.node, "download", 99)
-        if download is None or download.keyword is None:
+        if download is None or download.keyword is None or id(call.place.stmt) in units:
             continue
         if isinstance(download.value, cst.Name) and (download.value.value in ("False", "None")
                                                      or _always_false(ctx, download.value.value)):
@@ -482,14 +556,14 @@ def _opened_for_writing(ctx: Context, value: cst.BaseExpression | None) -> bool:
     ) and "r+" not in str(mode.value.evaluated_value)
 
 
-def _file_handles(ctx: Context) -> None:
+def _file_handles(ctx: Context, units: set[int]) -> None:
     """`f = open(p, "w")`, `f.write(...)`, `f.close()`: the open and every use of the handle on
     rank 0 (the handle then exists on rank 0 only, and is only used there)."""
     index = ctx.index
     opened: dict[tuple[str, int], list[cst.BaseStatement]] = {}
     for binding in index.bindings:
         stmt = binding.place.stmt
-        if _opened_for_writing(ctx, binding.value) and isinstance(stmt, cst.SimpleStatementLine):
+        if _opened_for_writing(ctx, binding.value) and isinstance(stmt, cst.SimpleStatementLine) and id(stmt) not in units:
             opened.setdefault((binding.target, id(binding.place.scope)), []).append(stmt)
     for (name, _scope), opens in opened.items():
         scope = index.scope_of[opens[0]]

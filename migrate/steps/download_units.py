@@ -1,0 +1,201 @@
+"""What a script downloads, as units that run whole on one process.
+
+A download is more than its write: `fetch(url, zip_path, out)` fetches, writes the archive,
+unpacks it, renames the folder. Guarding the write alone leaves every rank reading an archive
+that rank 0 has not finished (FileNotFoundError, BadZipFile). So the unit is:
+
+- a call of the script's own download helper (a function that fetches from the network and
+  writes a file: `requests.get` / `urlopen` plus an `open(p, "wb")`, an unpacking, a save; or a
+  call that fetches to a file itself, `urllib.request.urlretrieve`, `gdown.download`, ...; and
+  that calls nothing of torch's but such a download or a save: a function that builds or trains
+  is no helper; also a function that calls a helper and otherwise only handles files and
+  paths), or such a fetching call itself, or `requests.get` under a test of the filesystem;
+- lifted to the outermost `if` around it in its function whose test reads the filesystem
+  (`if not os.path.exists(p):`): that test must not run on the other ranks while rank 0 writes,
+  or a later rank skips the block (and a barrier in it) that an earlier one entered;
+- with the statements right after it that unpack or move what it fetched (`extractall`,
+  `os.rename`, `shutil.unpack_archive`).
+
+This module only finds units; steps/shared_files.py decides where one can run on one process
+per node, followed by a barrier.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from migrate.analysis.index import CallSite, Scope, ScriptIndex, descendants, spell
+
+# calls that fetch from the network and leave a file
+FETCHES_TO_FILE = frozenset({
+    "urllib.request.urlretrieve", "urllib.urlretrieve", "wget.download", "gdown.download", "gdown.cached_download",
+    "gdown.download_folder", "torch.hub.download_url_to_file", "torchvision.datasets.utils.download_url",
+    "torchvision.datasets.utils.download_and_extract_archive", "torchvision.datasets.utils.download_file_from_google_drive",
+})
+# calls that fetch bytes from the network (the script writes them)
+FETCHES = frozenset({"requests.get", "requests.request", "urllib.request.urlopen", "urllib2.urlopen", "httpx.get"})
+# what a helper does with the fetched bytes that leaves a file
+WRITE_METHODS = frozenset({"extractall", "extract", "write_bytes", "write_text", "save"})
+WRITE_CALLS = ("shutil.copyfileobj", "shutil.unpack_archive", "torch.save", "numpy.save", "json.dump", "pickle.dump")
+# what unpacks or moves a fetched file, right after the fetch
+UNPACKS = ("zipfile.", "tarfile.", "gzip.", "shutil.unpack_archive", "shutil.move", "os.rename", "os.replace", "os.remove")
+# what a function that calls a helper may do besides, and still only prepare files
+FILE_CALLS = ("os.", "shutil.", "zipfile.", "tarfile.", "gzip.", "pathlib.", "urllib.", "requests.", "logging.",
+              "print", "open", "len", "str", "format", "sorted", "range", "enumerate") + tuple(FETCHES_TO_FILE)
+FILE_METHODS = frozenset({"extractall", "extract", "close", "write", "read", "join", "format", "exists", "mkdir",
+                          "unlink", "rename", "replace", "info", "warning", "is_dir", "is_file", "iterdir", "glob"})
+FILESYSTEM_TESTS = ("os.path.exists", "os.path.isfile", "os.path.isdir", "os.path.lexists", "os.listdir")
+PATH_TESTS = frozenset({"exists", "is_file", "is_dir"})
+
+
+def download_helpers(index: ScriptIndex) -> dict[str, Scope]:
+    """The script's functions that download: by name (`fetch`, `Data.download`)."""
+    def build() -> dict[str, Scope]:
+        scopes = {name: scope for name, scope in index.functions.items() if not scope.is_module}
+        found = {name: scope for name, scope in scopes.items() if _downloads_itself(index, scope)}
+        grew = True
+        while grew:  # a function that calls a helper and only handles files downloads too
+            more = {name: scope for name, scope in scopes.items() if name not in found and _only_prepares(index, scope, found)}
+            found.update(more)
+            grew = bool(more)
+        return found
+
+    return index.derived("download_helpers", build)
+
+
+def _downloads_itself(index: ScriptIndex, scope: Scope) -> bool:
+    """It fetches to a file, or fetches and writes; and it calls nothing of torch's but a download or a
+    save (a function that builds a model or trains is no helper: its own download is a site)."""
+    calls = index.calls_from(scope)
+    if any((call.name or "").startswith("torch.") and call.name not in FETCHES_TO_FILE and call.name not in WRITE_CALLS
+           for call in calls):
+        return False
+    if any(call.name in FETCHES_TO_FILE for call in calls):
+        return True
+    return any(call.name in FETCHES for call in calls) and any(_writes(index, call) for call in calls)
+
+
+def _only_prepares(index: ScriptIndex, scope: Scope, helpers: dict[str, Scope]) -> bool:
+    """`prepare()` calling `fetch()`, then unpacking: it calls a helper, and its other calls only
+    handle files, paths and messages (no model, no data loading: not the training function)."""
+    calls = index.calls_from(scope)
+    if not any(helper_called(index, call, helpers) for call in calls):
+        return False
+    for call in calls:
+        name = call.name or ""
+        handles_file = isinstance(call.node.func, cst.Attribute) and call.node.func.attr.value in FILE_METHODS
+        if not (helper_called(index, call, helpers) or name.startswith(FILE_CALLS) or handles_file or _writes(index, call)):
+            return False
+    return True
+
+
+def _writes(index: ScriptIndex, call: CallSite) -> bool:
+    """`open(p, "wb")` (any mode that writes), `z.extractall(d)`, `p.write_bytes(b)`, a save."""
+    node = call.node
+    if spell(node.func) == "open":
+        mode = next((a.value for a in node.args if a.keyword is not None and a.keyword.value == "mode"), None)
+        positional = [a.value for a in node.args if a.keyword is None]
+        mode = mode if mode is not None else (positional[1] if len(positional) > 1 else None)
+        return isinstance(mode, cst.SimpleString) and any(c in str(mode.evaluated_value) for c in "wax+")
+    if isinstance(node.func, cst.Attribute) and node.func.attr.value in WRITE_METHODS and call.name not in FETCHES:
+        return True
+    return (call.name or "") in WRITE_CALLS
+
+
+def helper_called(index: ScriptIndex, call: CallSite, helpers: dict[str, Scope]) -> Scope | None:
+    """The download helper `call` runs: `fetch(...)`, or `self.download()` in a method of its class."""
+    name = call.name or ""
+    if name in helpers:
+        return helpers[name]
+    class_name = call.place.scope.class_name
+    if name.startswith("self.") and class_name is not None:
+        return helpers.get(f"{class_name}.{name.removeprefix('self.')}")
+    return None
+
+
+def download_sites(index: ScriptIndex) -> list[CallSite]:
+    """The calls that download, outside the helpers (their callers are the sites), in source order."""
+    helpers = download_helpers(index)
+    inside = {id(scope) for scope in helpers.values()}
+    found: list[CallSite] = []
+    for call in index.calls:
+        if id(call.place.scope) in inside:
+            continue
+        if call.name in FETCHES_TO_FILE or helper_called(index, call, helpers) is not None:
+            found.append(call)
+        elif call.name in FETCHES and _filesystem_test_around(index, call.place.stmt) is not None:
+            found.append(call)
+    return found
+
+
+def unit_of(index: ScriptIndex, stmt: cst.BaseStatement) -> list[cst.BaseStatement]:
+    """The statements of one block that make the download `stmt` holds: the outermost `if` that
+    tests the filesystem around it (else the statement itself), then the unpacking right after."""
+    top = _filesystem_test_around(index, stmt) or stmt
+    located = index.block_of.get(top)
+    if located is None:
+        return [top]
+    block, position = located
+    unit = [top]
+    for later in block.body[position + 1:]:
+        if not _unpacks(index, later):
+            break
+        unit.append(later)
+    return unit
+
+
+def _filesystem_test_around(index: ScriptIndex, stmt: cst.BaseStatement) -> cst.If | None:
+    """The outermost `if` around `stmt`, in its own function, whose test reads the filesystem."""
+    found = None
+    for around in index.enclosing_statements(stmt)[1:]:
+        if isinstance(around, (cst.FunctionDef, cst.ClassDef)):
+            break
+        if isinstance(around, cst.If) and _tests_filesystem(index, around.test):
+            found = around
+    return found
+
+
+def _tests_filesystem(index: ScriptIndex, test: cst.BaseExpression) -> bool:
+    """`os.path.exists(p)`, `Path(p).exists()`, `not os.listdir(d)`, ... anywhere in the test."""
+    for node in descendants(test):
+        if not isinstance(node, cst.Call):
+            continue
+        if (index.qualify(node.func) or "") in FILESYSTEM_TESTS:
+            return True
+        if isinstance(node.func, cst.Attribute) and node.func.attr.value in PATH_TESTS and not node.args:
+            return True
+    return False
+
+
+def _unpacks(index: ScriptIndex, stmt: cst.BaseStatement) -> bool:
+    """A statement whose calls only unpack, move or remove files (`with zipfile.ZipFile(p) as z:
+    z.extractall(d)`, `os.rename(a, b)`)."""
+    calls = index.calls_under(stmt)
+    if not calls:
+        return False
+    for call in calls:
+        qualified = index.qualify(call.func) or ""
+        method = call.func.attr.value if isinstance(call.func, cst.Attribute) else ""
+        if not (qualified.startswith(UNPACKS) or method in ("extractall", "extract", "close")):
+            return False
+    return True
+
+
+def what_runs(index: ScriptIndex, unit: list[cst.BaseStatement]) -> tuple[list[cst.BaseStatement], list[Scope]]:
+    """Every statement the unit runs (its own and those of the helpers it calls, at any depth),
+    and those helpers."""
+    helpers = download_helpers(index)
+    seen: dict[int, cst.BaseStatement] = {}
+    scopes: dict[int, Scope] = {}
+    pending: list[cst.CSTNode] = list(unit)
+    while pending:
+        node = pending.pop()
+        for inner in descendants(node):
+            if isinstance(inner, cst.BaseStatement):
+                seen.setdefault(id(inner), inner)
+            site = index.call_site(inner) if isinstance(inner, cst.Call) else None
+            scope = helper_called(index, site, helpers) if site is not None else None
+            if scope is not None and id(scope) not in scopes:
+                scopes[id(scope)] = scope
+                pending.append(scope.node)
+    return list(seen.values()), list(scopes.values())
