@@ -1,8 +1,9 @@
 """Finds the models to wrap: values called in a training scope whose output feeds backward,
 traced back to the statement that builds them, and the point after which the wrapper goes
 (after placement, casts, freezing and any weight loading, before torch.compile and before training
-starts). Also the facts a wrapper that takes the parameters as they are when it is built (DDP)
-needs: what casts or moves a model, switches its gradients, or changes its parameters otherwise.
+starts; a `def` above the script's own nn.DataParallel does not end that setup). Also the facts a
+wrapper that takes the parameters as they are when it is built (DDP) needs: what casts or moves a
+model, switches its gradients, or changes its parameters otherwise.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from migrate.analysis.closures import closures_reading
 from migrate.analysis.divergence import base_spelling, reinitialization
 from migrate.analysis.index import AttributeUse, Binding, Scope, ScriptIndex, child_nodes, descendants, reachable, spell
 from migrate.analysis.homes import COMPILE, DATA_PARALLEL, MOVES, home_binding, without_moves, wraps_itself
@@ -223,6 +225,8 @@ def _site(index: ScriptIndex, spelling: str, binding: Binding, training_calls: s
         if _freezes(stmt, names):
             wrap_after = stmt  # DDP registers the parameters that require grad when it is built
             continue
+        if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)) and _wrapped_further_down(index, block, stmt, data_parallel):
+            continue  # a `def` runs nothing: the script's own DataParallel, below it, says where the wrap goes
         if starts_training(index, stmt, spelling, training_calls):
             break
         if (_sets_up(stmt, spelling) or _adjusts(index, stmt, names) or sets_requires_grad(index, stmt, names) is not None
@@ -235,6 +239,14 @@ def _site(index: ScriptIndex, spelling: str, binding: Binding, training_calls: s
         wrap_before=wrap_before,
         data_parallel=data_parallel,
     )
+
+
+def _wrapped_further_down(index: ScriptIndex, block: cst.CSTNode, stmt: cst.BaseStatement,
+                          data_parallel: list[cst.BaseStatement]) -> bool:
+    """A DataParallel of the model stands in `block` after `stmt`."""
+    position = index.block_of[stmt][1]
+    tops = (top_statement(index, each, block) for each in data_parallel)
+    return any(top is not None and index.block_of[top][1] > position for top in tops)
 
 
 def changes_parameters(index: ScriptIndex, stmt: cst.CSTNode, names: set[str], depth: int = 0) -> bool:
@@ -561,7 +573,8 @@ def _sets_up(stmt: cst.BaseStatement, spelling: str) -> bool:
 def aliases(index: ScriptIndex, site: ModelSite) -> set[tuple[str, str]]:
     """(spelling, scope name) pairs under which the wrapped model is reached after wrapping: the
     site itself, `trainer.model` for a `self.model` site, the class's methods, functions that use a
-    module-level model, and the parameters of functions of this file that receive it (every caller
+    module-level model, the functions nested in the site's function that read its name (closures),
+    and the parameters of functions of this file that receive it (every caller
     followed, a few levels up: `sample(model, ...)`, `sample(self.model, ...)`, `log(net=model)`).
     A parameter that some callers give the wrapped model and others something else (the unwrapped
     module, an EMA copy) is among them too: `unwrapped_too` names those."""
@@ -608,6 +621,9 @@ def _direct_aliases(index: ScriptIndex, site: ModelSite) -> set[tuple[str, str]]
         uses_global = site.scope.is_module and site.spelling not in scope.params and id(scope) not in binding_scopes
         if uses_global:
             found.add((site.spelling, scope.name))
+    if not site.spelling.startswith("self."):  # a method's nested functions share its class_name above
+        head = site.spelling.split(".")[0]
+        found.update((site.spelling, closure.name) for closure in closures_reading(index, head, site.scope))
     return found | _returned_to(index, site)
 
 
