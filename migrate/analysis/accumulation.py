@@ -1,18 +1,24 @@
 """Gradient accumulation: micro-steps whose optimizer step is skipped by an `if ... % n ...:` test.
 
 One detector for every target: DDP wraps the skipped micro-steps in `model.no_sync()`, DeepSpeed
-writes the factor `n` into its config as gradient_accumulation_steps.
+writes the factor `n` into its config as gradient_accumulation_steps, Horovod passes it to
+hvd.DistributedOptimizer as backward_passes_per_step.
+
+A factor that is a parameter of the training function (`def train(..., accumulation_steps=1)`) is
+followed to its callers when every call passes one same value (or leaves the default): the factor
+is then that value, as the scope that builds the optimizer reads it (`args.accumulation_steps` at
+`train(..., accumulation_steps=args.accumulation_steps)`), since that is where the targets write it.
 """
 
 from __future__ import annotations
 
 import libcst as cst
 
-from migrate.analysis.index import ScriptIndex, child_nodes, spell
+from migrate.analysis.index import Scope, ScriptIndex, child_nodes, descendants, spell
 from migrate.analysis.models import forward_spellings, origin, runs_no_forward
 from migrate.analysis.sites import Accumulation, TrainingSites
-from migrate.analysis.trained import Stepped, root, same_module
-from migrate.analysis.training import callee_scope, calls_in
+from migrate.analysis.trained import MAX_DEPTH, Stepped, calls_of, root, same_module
+from migrate.analysis.training import argument, callee_scope, calls_in
 
 
 def accumulations(sites: TrainingSites) -> list[Accumulation]:
@@ -54,19 +60,131 @@ def accumulations(sites: TrainingSites) -> list[Accumulation]:
                 if first is None and not any(_forwards(s, models, index) for s in micro_step):
                     sites.notes.append(("MIG109", "the forward pass is not in the same loop body as backward", ancestor))
                 leftover = _stepped_after_the_loop(index, ancestor, skipped)
-                found.append(_accumulation(step_if, _test_of(index, step_if, block), first, ancestor, model or held[0],
-                                           leftover))
+                found.append(_accumulation(index, step_if, _test_of(index, step_if, block), first, ancestor,
+                                           model or held[0], leftover, _built_in(index, skipped)))
                 break
             break
     return found
 
 
-def _accumulation(step_if: cst.If, test: cst.BaseExpression, first: cst.BaseStatement | None, last: cst.BaseStatement,
-                  model: str, leftover: cst.BaseStatement | None) -> Accumulation:
+def _accumulation(index: ScriptIndex, step_if: cst.If, test: cst.BaseExpression, first: cst.BaseStatement | None,
+                  last: cst.BaseStatement, model: str, leftover: cst.BaseStatement | None,
+                  built: Scope | None) -> Accumulation:
+    """The accumulation, its factor as `built` (the scope that builds the optimizer) reads it."""
     factor = accumulation_factor(test)
     assert factor is not None  # _is_accumulation_if saw the `%`
+    factor, read_in = factor_where_built(index, factor, index.scope_of[last], built)
     return Accumulation(condition=test, factor=factor, first=first, last=last, model=model, step_if=step_if,
-                        stepped_after_loop=leftover)
+                        stepped_after_loop=leftover, factor_scope=read_in)
+
+
+def _built_in(index: ScriptIndex, skipped: list[Stepped | None]) -> Scope | None:
+    """The scope that builds the stepped optimizer (None when it cannot be told)."""
+    for optimizer in skipped:
+        stmt = index.statement_holding(optimizer.built) if optimizer is not None and optimizer.built is not None else None
+        if stmt is not None and stmt in index.scope_of:
+            return index.scope_of[stmt]
+    return None
+
+
+def factor_where_built(index: ScriptIndex, factor: cst.BaseExpression, scope: Scope,
+                       built: Scope | None) -> tuple[cst.BaseExpression, Scope]:
+    """`factor` (read in `scope`) as the scope that builds the optimizer reads it, with the scope
+    that reads it so: while it is a parameter of a function other than that scope, the one value
+    every call of the function passes for it (or its default, where a call passes none). `factor`
+    in `scope` when a caller passes another value, the function is rebound there or handed on
+    uncalled (then no call site tells the count)."""
+    value, read_in = factor, scope
+    for _ in range(MAX_DEPTH):
+        if read_in is built or not isinstance(value, cst.Name) or value.value not in read_in.params:
+            return value, read_in
+        passed = _passed_by_every_call(index, read_in, value.value)
+        if passed is None:
+            return factor, scope
+        value, read_in = passed
+    return factor, scope
+
+
+def _passed_by_every_call(index: ScriptIndex, scope: Scope, param: str) -> tuple[cst.BaseExpression, Scope] | None:
+    """The one value (and the scope reading it) that every call of `scope` gives `param`; None when
+    calls differ, one cannot be read (`*args`, `**kwargs`), or the parameter is rebound inside."""
+    function = scope.node
+    if not isinstance(function, cst.FunctionDef) or _rebinds(function, param):
+        return None
+    calls = calls_of(index, scope)
+    if not calls or _references(index, function.name.value) != len(calls):
+        return None  # handed on as a value (`Thread(target=train)`), or several functions of that name
+    default, position = _parameter(function, param, scope)
+    values: list[tuple[cst.BaseExpression, Scope]] = []
+    for call in calls:
+        if any(arg.star for arg in call.node.args):
+            return None
+        arg = argument(call.node, param, position)
+        if arg is None and default is None:
+            return None
+        values.append((arg.value, call.place.scope) if arg is not None else (default, index.scope_of[function]))  # type: ignore[arg-type]
+    first, reader = values[0]
+    code = index.module.code_for_node
+    for value, where in values[1:]:
+        if code(value) != code(first) or (where is not reader and not isinstance(first, (cst.Integer, cst.Float))):
+            return None
+    return first, reader
+
+
+def _parameter(function: cst.FunctionDef, param: str, scope: Scope) -> tuple[cst.BaseExpression | None, int]:
+    """A parameter's default, and its position in a call (-1 for keyword-only; `self` not counted)."""
+    params = function.params
+    positional = [*params.posonly_params, *params.params]
+    for position, each in enumerate(positional):
+        if each.name.value == param:
+            return each.default, position - (1 if scope.class_name else 0)
+    default = next((each.default for each in params.kwonly_params if each.name.value == param), None)
+    return default, -1
+
+
+def _rebinds(function: cst.FunctionDef, name: str) -> bool:
+    """Whether the function's body (or one nested in it) assigns `name` again."""
+    for node in descendants(function.body):
+        if isinstance(node, (cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.NamedExpr, cst.For, cst.CompFor, cst.Del)):
+            target: cst.CSTNode = node.target
+        elif isinstance(node, cst.AsName):
+            target = node.name
+        elif isinstance(node, (cst.Global, cst.Nonlocal)):
+            target = cst.Tuple([cst.Element(item.name) for item in node.names])
+        else:
+            continue
+        if name in _bound_names(target):
+            return True
+    return False
+
+
+def _bound_names(target: cst.CSTNode) -> set[str]:
+    """The plain names a target binds (`a`, `a, (b, *c)`); `self.x` and `d[k]` bind none."""
+    if isinstance(target, cst.Name):
+        return {target.value}
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return {n for element in target.elements for n in _bound_names(element.value)}
+    if isinstance(target, cst.StarredElement):
+        return _bound_names(target.value)
+    return set()
+
+
+def _references(index: ScriptIndex, name: str) -> int:
+    """How often `name` is read in the script, as a name or an attribute (`self.train`): not the
+    `def` itself, a parameter or a keyword argument of that name."""
+    counts = index.memo("accumulation_references")
+    if not counts:
+        skipped: set[int] = set()
+        found: dict[str, int] = {}
+        for node in descendants(index.module):
+            if isinstance(node, cst.Arg) and node.keyword is not None:
+                skipped.add(id(node.keyword))
+            elif isinstance(node, (cst.Param, cst.FunctionDef, cst.ClassDef)):
+                skipped.add(id(node.name))
+            elif isinstance(node, cst.Name) and id(node) not in skipped:
+                found[node.value] = found.get(node.value, 0) + 1
+        counts[None] = found
+    return counts[None].get(name, 0)  # type: ignore[no-any-return]
 
 
 def _stepped_after_the_loop(index: ScriptIndex, micro_step: cst.BaseStatement,

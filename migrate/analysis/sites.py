@@ -64,6 +64,7 @@ class Accumulation:
     # after the loop of micro-steps, a statement that steps the same optimizer again (the micro-steps
     # left over at an epoch's end): their gradients must have been reduced too
     stepped_after_loop: cst.BaseStatement | None = None
+    factor_scope: Scope | None = None  # the scope that reads `factor` (a caller's, when passed down)
 
 
 @dataclass(eq=False)

@@ -447,11 +447,11 @@ def _loader_batch(ctx: Context, loader: LoaderSite) -> tuple[Read | None, bool]:
 
 def _accumulation_read(ctx: Context, engine: ModelOrdering) -> Read | None:
     """The accumulation factor (`_accumulation_factor`) with the scope it is read in (that of the
-    backward it counts)."""
+    backward it counts, or the caller's that passes it down)."""
     factor = _accumulation_factor(ctx, engine)
     for accumulation in ctx.sites.accumulations:
         if accumulation.factor is factor:
-            return factor, ctx.index.scope_of[accumulation.last]
+            return factor, accumulation.factor_scope or ctx.index.scope_of[accumulation.last]
     return None
 
 
