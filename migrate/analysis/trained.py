@@ -10,6 +10,10 @@ b.parameters())`, param groups, a list built beside it), only the modules they h
 Two values are the same module when they lead back to the same construction: through function
 parameters to every caller (constructors included), plain aliases (`net = model.to(device)`),
 and attributes of instances of this file's classes (`agent.net` is `self.net` of `Agent`).
+
+A function may hand its trained model back (`losses, model = main()`): `handed_back` follows the
+caller's name statement by statement, up to where the caller binds it again, and `caller_teardown`
+says where code that must follow every such use (the process group's teardown) goes in the caller.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from migrate.analysis.homes import home_binding
-from migrate.analysis.index import Binding, CallSite, Scope, ScriptIndex, child_nodes, descendants, spell
+from migrate.analysis.index import Binding, CallSite, Scope, ScriptIndex, child_nodes, descendants, read_names, spell
 from migrate.analysis.training import BUILTIN_NAMES, argument, callee_scope, calls_in
 
 PARAMETER_METHODS = frozenset({"parameters", "named_parameters"})
@@ -585,3 +589,160 @@ def parameter_free(index: ScriptIndex, binding: Binding) -> bool:
             continue
         return False
     return True
+
+
+# -- the trained model a function hands back to its caller ---------------------------------------
+
+ENDS_BLOCK = ("sys.exit", "exit", "quit", "os._exit")
+
+
+@dataclass(eq=False)
+class HandedBack:
+    """`losses, model = main()` where main() returns its model: the caller's name for it, the
+    call, and the statements after the call in the call's block that read the name before the
+    caller binds it again (`model = nn.Linear(4, 1)` to reload starts another model)."""
+
+    name: str
+    call: CallSite
+    reads: list[cst.BaseStatement]  # in the call's block, in order
+    read_outside: cst.BaseStatement | None  # a read in a block around the call's (the teardown cannot follow it)
+
+
+def handed_back(index: ScriptIndex, scope: Scope, models: set[str]) -> list[HandedBack]:
+    """For each call of the function `scope` that binds a name to one of its `models` as returned
+    (`return model`, `return losses, model`): that name and where it is read, statement by statement
+    (each read is reached by this binding, not by a later one of the same name)."""
+    positions = {p for r in index.returns_under(scope.node)
+                 if r.value is not None and (p := _position_returned(r.value, models)) is not None}
+    found: list[HandedBack] = []
+    for call in calls_of(index, scope):
+        for position in sorted(positions):
+            name = _bound_at(call, position)
+            if name is not None:
+                reads, outside = _reads_after(index, call.place.stmt, name)
+                found.append(HandedBack(name, call, reads, outside))
+    return found
+
+
+def _position_returned(value: cst.BaseExpression, models: set[str]) -> int | None:
+    """-1 for `return model`, k when a model is the k-th of a returned tuple, else None."""
+    if spell(value) in models:
+        return -1
+    if isinstance(value, cst.Tuple):
+        return next((k for k, e in enumerate(value.elements) if spell(e.value) in models), None)
+    return None
+
+
+def _bound_at(call: CallSite, position: int) -> str | None:
+    """The plain name `name = f()` (-1) or `a, name = f()` (1) binds to the call's result."""
+    stmt = call.place.stmt
+    assign = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 else None
+    if not isinstance(assign, cst.Assign) or assign.value is not call.node or len(assign.targets) != 1:
+        return None
+    target = assign.targets[0].target
+    if position == -1:
+        element: cst.BaseExpression | None = target
+    elif isinstance(target, (cst.Tuple, cst.List)) and position < len(target.elements):
+        element = target.elements[position].value
+    else:
+        element = None
+    return element.value if isinstance(element, cst.Name) else None
+
+
+def _reads_after(index: ScriptIndex, stmt: cst.BaseStatement, name: str) -> tuple[list[cst.BaseStatement], cst.BaseStatement | None]:
+    """The statements after `stmt` in its block that read `name`, up to the one that binds it
+    again (that one counts when it reads the name first: `model = model.module`); and the first
+    statement in a block around `stmt` (same function) that still reads it, if any."""
+    scope = index.scope_of.get(stmt)
+    rebinds = {id(b.place.stmt) for b in index.bindings_of_in(name, scope)} if scope is not None else set()
+    reads: list[cst.BaseStatement] = []
+    for each, level in _statements_after(index, stmt):
+        if name in read_names(_without_targets(each)):
+            if level > 0:
+                return reads, each
+            reads.append(each)
+        if any(id(inner) in rebinds for inner in _statements_in(index, each)):
+            break
+    return reads, None
+
+
+def _statements_after(index: ScriptIndex, stmt: cst.BaseStatement) -> list[tuple[cst.BaseStatement, int]]:
+    """The statements that follow `stmt` in its block (level 0), then those that follow each
+    compound statement around it in the same function (levels 1, 2, ...)."""
+    found: list[tuple[cst.BaseStatement, int]] = []
+    level = 0
+    for around in index.enclosing_statements(stmt):
+        if isinstance(around, (cst.FunctionDef, cst.ClassDef)) and around is not stmt:
+            break
+        located = index.block_of.get(around)
+        if located is None:
+            break
+        block, position = located
+        found.extend((each, level) for each in block.body[position + 1:])
+        level += 1
+    return found
+
+
+def _statements_in(index: ScriptIndex, stmt: cst.BaseStatement) -> list[cst.BaseStatement]:
+    """`stmt` and every statement inside it (not inside a def or class it holds)."""
+    return [n for n in descendants(stmt) if isinstance(n, cst.BaseStatement) and index.scope_of.get(n) is index.scope_of.get(stmt)]
+
+
+def _without_targets(stmt: cst.BaseStatement) -> cst.CSTNode:
+    """What a statement reads: an assignment's value, not its targets (`model = nn.Linear(4, 1)`)."""
+    if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Assign):
+        return stmt.body[0].value
+    return stmt
+
+
+def block_end(index: ScriptIndex, stmt: cst.BaseStatement) -> tuple[cst.BaseStatement, bool] | None:
+    """Where code that must run after everything following `stmt` in its block goes: (the
+    block's last statement, True: after it) or (a closing `return x` / `sys.exit(0)` that computes
+    nothing, False: before it); None when the block ends in one that computes (`return train()`),
+    a `raise`, or a nested `__main__` block."""
+    block, _ = index.block_of[stmt]
+    last = block.body[-1]
+    if last is index.main_guard:
+        return None
+    closing = last.body[0] if isinstance(last, cst.SimpleStatementLine) and len(last.body) == 1 else None
+    if isinstance(closing, cst.Expr) and isinstance(closing.value, cst.Call) and \
+            (index.qualify(closing.value.func) or spell(closing.value.func)) in ENDS_BLOCK:
+        computes = any(calls_in(a.value) for a in closing.value.args)
+    elif isinstance(closing, cst.Return):
+        computes = closing.value is not None and bool(calls_in(closing.value))
+    elif isinstance(closing, cst.Raise):
+        computes = True  # the exception is built, maybe from the model: nothing can follow it
+    else:
+        return last, True
+    return None if computes else (last, False)
+
+
+@dataclass(eq=False)
+class CannotFollow:
+    """Why code cannot be placed after the caller's use of a handed-back model."""
+
+    name: str
+    call: CallSite
+    use: cst.BaseStatement  # the statement the finding points at
+    why: str
+
+
+def caller_teardown(index: ScriptIndex, scope: Scope,
+                    models: set[str]) -> tuple[cst.BaseStatement, bool] | CannotFollow | None:
+    """Where the teardown of the function `scope` goes when its caller goes on using the model it
+    returns (`losses, model = main()`, then `torch.save(model.state_dict(), ...)`): at the end of
+    the call's block (as `block_end` says); None when no caller reads it after the call."""
+    used = [h for h in handed_back(index, scope, models) if h.reads or h.read_outside is not None]
+    if not used:
+        return None
+    first = used[0]
+    use = first.read_outside or first.reads[0]
+    if len(calls_of(index, scope)) > 1:
+        return CannotFollow(first.name, first.call, use, f"`{scope.name}()` is called more than once, and each call sets the group up")
+    if first.read_outside is not None:
+        return CannotFollow(first.name, first.call, use, "it is used outside the block that holds the call")
+    end = block_end(index, first.call.place.stmt)
+    if end is None:
+        block, _ = index.block_of[first.call.place.stmt]
+        return CannotFollow(first.name, first.call, block.body[-1], "the block ends in a statement that computes or leaves before the end")
+    return end

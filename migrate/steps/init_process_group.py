@@ -1,6 +1,12 @@
 """The runtime's setup once, first thing in the entry point, and its teardown once at its end.
 What they are is the target's (migrate.runtime); where they go is decided here for all targets.
 
+When the entry is a function whose caller goes on using the model it returns (`losses, model =
+main()`, then `torch.save(model.state_dict(), path)` in the `__main__` block), the teardown goes
+at the end of the caller's block instead: an FSDP or ZeRO-3 gather of the weights there needs the
+process group (torch 2.13, 2 ranks: a RuntimeError once `dist.destroy_process_group()` ran).
+Where it cannot go there, steps.trained_models has left the file unchanged.
+
 Without a launcher (`python train.py`) the environment torchrun would set is filled in for a
 single process, so the converted script still runs the way it did. Only what is missing is set: a
 user's MASTER_ADDR/MASTER_PORT is kept, and a single process asks for port 0 (any free port), so
@@ -14,6 +20,8 @@ import re
 import libcst as cst
 
 from migrate.analysis.entry import returns_plain_value
+from migrate.analysis.sites import Entry
+from migrate.analysis.trained import caller_teardown
 from migrate.runtime import Runtime
 from migrate.steps.base import Context, expression, statement, statements
 
@@ -86,6 +94,14 @@ def teardown(ctx: Context) -> None:
     last = entry.teardown_after
     if last is None:
         return
+    in_caller = _in_the_caller(ctx, entry)
+    if in_caller is not None:
+        anchor, after = in_caller
+        if after:
+            ctx.plan.insert_after(anchor, stop)
+        else:
+            ctx.plan.insert_before(anchor, stop)
+        return
     if entry.teardown_before_return is not None and not returns_plain_value(entry):
         # `return train(args)`: the value is computed (training runs) before the group goes
         value = entry.teardown_before_return.value
@@ -98,3 +114,13 @@ def teardown(ctx: Context) -> None:
         ctx.plan.insert_before(last, stop)
     else:
         ctx.plan.insert_after(last, stop)
+
+
+def _in_the_caller(ctx: Context, entry: Entry) -> tuple[cst.BaseStatement, bool] | None:
+    """(statement, after it?) in the caller of the entry function when that caller uses the model
+    the function returns after the call; None: the teardown stays at the end of the entry."""
+    if entry.scope.is_module:
+        return None
+    models = {site.spelling for site in ctx.sites.models if site.scope is entry.scope}
+    place = caller_teardown(ctx.index, entry.scope, models)
+    return place if isinstance(place, tuple) else None

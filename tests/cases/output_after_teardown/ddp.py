@@ -40,8 +40,6 @@ def main():
             optimizer.step()
             losses.append(loss.item())
     plt.plot(losses)
-    dist.barrier()  # no rank exits while rank 0 still writes its files
-    dist.destroy_process_group()
     return model
 
 
@@ -53,3 +51,5 @@ if __name__ == "__main__":
     reloaded = Net()
     if os.environ.get("RANK", "0") == "0":
         reloaded.load_state_dict(torch.load("model.pth", map_location=torch.device(f"cuda:{os.environ.get('LOCAL_RANK', '0')}" if torch.cuda.is_available() else "cpu")))
+    dist.barrier()  # no rank exits while rank 0 still writes its files
+    dist.destroy_process_group()
