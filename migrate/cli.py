@@ -187,20 +187,14 @@ for _target in REGISTRY:
 
 def _verifiable() -> list[str]:
     """Targets whose converted scripts `verify` can launch as several processes."""
-    return [name for name, target in available().items() if target.launcher in VERIFY_LAUNCHERS]
-
-
-VERIFY_LAUNCHERS = ("torchrun", "deepspeed", "horovodrun")
+    return [name for name, target in available().items() if target.launcher is not None]
 
 
 def _verify_conversion_options(target: str, zero: int, compare: bool) -> Options:
-    """The conversion verify runs: DeepSpeed's stage; for --compare, Horovod without its lr scaling
-    (the run at nproc times the batch applies the original's lr, so the weights can be compared)."""
-    if target == "deepspeed":
-        return Options(zero=zero)
-    if target == "horovod" and compare:
-        return Options(scale_lr=False)
-    return Options()
+    """The conversion verify runs, as the target says (Target.verify_options: DeepSpeed's --zero;
+    for --compare, Horovod without its lr scaling); else the defaults."""
+    made = targets()[target].verify_options
+    return made(zero, compare) if made is not None else Options()
 
 
 @app.command("verify", cls=PlainUsage, short_help="Run the original and the converted script; check ranks, data, output.")
@@ -248,9 +242,9 @@ def verify(
         raise typer.BadParameter(f"{report!r}: choose text, markdown or json", param_hint="--report")
     if pretend_gpu and gpu:
         raise typer.BadParameter("runs on real GPUs: --pretend-gpu is for a machine without one", param_hint="--gpu")
-    if pretend_gpu and target == "deepspeed":
-        raise typer.BadParameter("DeepSpeed's CPU accelerator keeps the model on the CPU, so batches sent to the "
-                                 "pretend GPU would be false alarms: use --target ddp, fsdp or horovod", param_hint="--pretend-gpu")
+    refusal = targets()[target].pretend_gpu_refusal
+    if pretend_gpu and refusal is not None:
+        raise typer.BadParameter(refusal, param_hint="--pretend-gpu")
     options = VerifyOptions(target=target, steps=steps, nproc=nproc, timeout=timeout, fake_data=fake_data, gpu=gpu, compare=compare,
                             converted=converted, script_args=tuple(script_args or ()), keep=keep,
                             options=_verify_conversion_options(target, zero, compare), to_end=to_end, max_time=max_time,
@@ -628,7 +622,9 @@ class Output:
         from migrate.review.description import Run, description
 
         launcher = targets()[self.target].launcher if self.target else None
-        return description(results, Run(self.target, self.framework, launcher), self.verified, messages)
+        return description(results, Run(self.target, self.framework, launcher.name if launcher else None,
+                                        launcher.several_nodes_example if launcher else ""),
+                           self.verified, messages)
 
     def emit(self, text: str) -> bool:
         """The report on stderr, or written atomically to --report-out (an error there is said on stderr)."""

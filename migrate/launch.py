@@ -3,10 +3,10 @@
 `migrate launch TARGET SCRIPT` renders one without touching the script, and every `to-<target>`
 renders its launcher through the same `render` (a one-node `LaunchPlan`, or the hosts --hosts
 names; the plan and the names it gives live in migrate.launch_plan, below this module and
-migrate.kubernetes, and are re-exported here). What each target can be started by is
-`SCHEDULERS`; `problems` says, option by option, what a plan asks that its launcher cannot do. The
-deepspeed launcher passes `--no_local_rank` where the plan says so (a script whose arguments a module
-it imports parses: steps.local_rank_argument). Shell scripts come from templates/launch/ (every path and
+migrate.kubernetes, and are re-exported here). Everything that differs between launchers comes
+from the plan's `Launcher` (migrate.launchers: its schedulers, how it reaches several nodes, its
+hostfile rules, `--no_local_rank`); this module never asks which target a plan is for.
+`problems` says, option by option, what a plan asks that its launcher cannot do. Shell scripts come from templates/launch/ (every path and
 argument quoted by jinja2's `shquote`; what stands inside double quotes, a host name or the job id,
 is checked or cleaned to letters, digits and `._:-` first); the Kubernetes manifest is a dict
 written by PyYAML, so it parses. Every check matches the whole value (`fullmatch`: a `$` anchor
@@ -27,7 +27,6 @@ import os
 import re
 
 from migrate.launch_plan import (  # the plan and its names, re-exported: `from migrate.launch import LaunchPlan`
-    LAUNCHER,
     LaunchPlan,
     default_out,
     gpus_per_node,
@@ -38,18 +37,12 @@ from migrate.launch_plan import (  # the plan and its names, re-exported: `from 
     remake_command,
     script_as_given,
 )
+from migrate.launchers import LAUNCHERS, SCHEDULER_NAMES, Launcher
 from migrate.model import Artifact, InputError
 from migrate.options import MAX_PROCESSES, OptionProblem, host_slots, hosts_problems, memory_problems, nproc_problems
 from migrate.sources import printable, read_regular_file, unsafe_name_reason
 from migrate.templating import render as render_template
 
-# target -> the schedulers its converted script can be launched under, and the launcher itself
-SCHEDULERS: dict[str, tuple[str, ...]] = {
-    "ddp": ("none", "slurm", "kubernetes"),
-    "fsdp": ("none", "slurm", "kubernetes"),
-    "deepspeed": ("none", "slurm"),
-    "horovod": ("none", "slurm"),
-}
 RDZV_BACKENDS = ("c10d", "static")
 SLURM_VALUE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:,-]{0,63}")  # a partition name, a time limit
 IMAGE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@-]{0,254}")
@@ -64,25 +57,24 @@ MAX_HOSTFILE_BYTES = 1024 * 1024  # 4096 hosts of 253 characters fit
 
 def problems(plan: LaunchPlan) -> list[OptionProblem]:
     """Everything a plan asks that its launcher cannot do, as the command line names the options."""
-    if plan.target not in SCHEDULERS:
-        return [OptionProblem("TARGET", f"{plan.target!r}: choose {', '.join(SCHEDULERS)} (to-dp runs as plain "
-                              "`python`: it needs no launcher)")]
-    if plan.scheduler not in SCHEDULERS[plan.target]:
-        known = ("none", "slurm", "kubernetes")
-        if plan.scheduler not in known:
-            return [OptionProblem("--scheduler", f"{plan.scheduler!r}: choose none, slurm or kubernetes")]
+    schedulers = plan.launcher.schedulers
+    if plan.scheduler not in schedulers:
+        if plan.scheduler not in SCHEDULER_NAMES:
+            return [OptionProblem("--scheduler", f"{plan.scheduler!r}: choose {', '.join(SCHEDULER_NAMES[:-1])} "
+                                  f"or {SCHEDULER_NAMES[-1]}")]
         return [OptionProblem("--scheduler", f"{plan.target} has no {plan.scheduler} launcher (choose "
-                              f"{' or '.join(SCHEDULERS[plan.target])}); `migrate launch --list` shows every one")]
+                              f"{' or '.join(schedulers)}); `migrate launch --list` shows every one")]
     found = _name_problems(plan) + _argument_problems(plan) + _nproc_problems(plan) + _node_problems(plan)
     found += _address_problems(plan) + _host_problems(plan) + _scheduler_problems(plan) + _local_rank_problems(plan)
     return found
 
 
 def _local_rank_problems(plan: LaunchPlan) -> list[OptionProblem]:
-    """--no-local-rank is the deepspeed launcher's own: torchrun (also under SLURM) and horovodrun pass
-    the script no --local_rank."""
-    if plan.no_local_rank and (plan.target != "deepspeed" or plan.scheduler != "none"):
-        return [OptionProblem("--no-local-rank", "is for the deepspeed launcher (--scheduler none): the others "
+    """--no-local-rank is for a launcher that passes the script --local_rank unless told not to
+    (Launcher.no_local_rank: deepspeed); torchrun (also under SLURM) and horovodrun pass none."""
+    if plan.no_local_rank and (not plan.launcher.no_local_rank or plan.scheduler != "none"):
+        said = " or ".join(launcher.name for launcher in LAUNCHERS if launcher.no_local_rank)
+        return [OptionProblem("--no-local-rank", f"is for the {said} launcher (--scheduler none): the others "
                               "pass no --local_rank to the script")]
     return []
 
@@ -139,7 +131,7 @@ def _node_problems(plan: LaunchPlan) -> list[OptionProblem]:
     if plan.rdzv_backend not in RDZV_BACKENDS:
         return [OptionProblem("--rdzv-backend", f"{plan.rdzv_backend!r}: choose c10d (node ranks are given at the "
                               "rendezvous) or static (each node is given its NODE_RANK)")]
-    if plan.rdzv_backend != "c10d" and (LAUNCHER[plan.target] != "torchrun" or plan.scheduler != "none"):
+    if plan.rdzv_backend != "c10d" and (plan.launcher.by_hosts or plan.scheduler != "none"):
         return [OptionProblem("--rdzv-backend", "only torchrun started by hand on each node (--scheduler none) "
                               "takes a rendezvous backend")]
     if plan.rdzv_backend != "c10d" and plan.nnodes == 1:
@@ -155,8 +147,8 @@ def _address_problems(plan: LaunchPlan) -> list[OptionProblem]:
     if plan.master_port is not None:
         if not 1 <= plan.master_port <= 65535:
             found.append(OptionProblem("--master-port", f"{plan.master_port}: give a port from 1 to 65535"))
-        elif plan.target == "horovod":
-            found.append(OptionProblem("--master-port", "horovodrun chooses its own rendezvous ports"))
+        elif plan.launcher.picks_ports:
+            found.append(OptionProblem("--master-port", f"{plan.launcher.name} chooses its own rendezvous ports"))
         elif plan.scheduler == "kubernetes":
             found.append(OptionProblem("--master-port", "the training operator gives each pod the Master's port"))
     if plan.master_addr is None:
@@ -165,9 +157,9 @@ def _address_problems(plan: LaunchPlan) -> list[OptionProblem]:
         reason = f"{plan.master_addr[:60]!r}: give a host name or an IP address (letters, digits, . _ - :)"
     elif plan.scheduler != "none":
         reason = f"under {plan.scheduler} the first node of the job is the master; it is not chosen here"
-    elif plan.hosts or plan.hostfile or LAUNCHER[plan.target] != "torchrun":
+    elif plan.hosts or plan.hostfile or plan.launcher.by_hosts:
         reason = "the first host of --hosts / --hostfile is the master" if plan.hosts or plan.hostfile else \
-            f"{LAUNCHER[plan.target]} on several nodes takes --hosts or --hostfile; the first host is the master"
+            f"{plan.launcher.name} on several nodes takes --hosts or --hostfile; the first host is the master"
     elif plan.nnodes == 1:
         reason = "is for several nodes (--nnodes 2 or more); one node rendezvouses on this machine"
     else:
@@ -177,23 +169,23 @@ def _address_problems(plan: LaunchPlan) -> list[OptionProblem]:
 
 def _host_problems(plan: LaunchPlan) -> list[OptionProblem]:
     if not (plan.hosts or plan.hostfile):
-        if LAUNCHER[plan.target] != "torchrun" and plan.nnodes > 1 and plan.scheduler == "none":
-            return [OptionProblem("--nnodes", f"{LAUNCHER[plan.target]} reaches the other nodes through a host "
+        if plan.launcher.by_hosts and plan.nnodes > 1 and plan.scheduler == "none":
+            return [OptionProblem("--nnodes", f"{plan.launcher.name} reaches the other nodes through a host "
                                   "list: give --hosts node1:8,node2:8 or --hostfile PATH instead")]
         return []
     flag = "--hosts" if plan.hosts else "--hostfile"
     if plan.hosts and plan.hostfile:
         return [OptionProblem("--hosts/--hostfile", "give one of them")]
-    if LAUNCHER[plan.target] == "torchrun":
-        return [OptionProblem(flag, "torchrun does not read a host list: give --nnodes and --master-addr, and run "
-                              "the launcher on each node")]
+    if not plan.launcher.by_hosts:
+        return [OptionProblem(flag, f"{plan.launcher.name} does not read a host list: give --nnodes and "
+                              "--master-addr, and run the launcher on each node")]
     if plan.scheduler != "none":
         return [OptionProblem(flag, f"{plan.scheduler} allocates the nodes: give --nnodes")]
     found = hosts_problems(plan.hosts) + _pdsh_problems(plan)
     count = len(plan.hosts)
     if plan.hostfile:
         try:
-            count = len(read_hostfile(plan.hostfile, plan.target))
+            count = len(read_hostfile(plan.hostfile, plan.launcher))
         except InputError as error:
             return [OptionProblem("--hostfile", str(error))]
     if plan.nnodes not in (1, count):
@@ -209,16 +201,17 @@ PLAIN_WORD = re.compile(r"[A-Za-z0-9._/+=:,@%-]+")
 
 
 def _pdsh_problems(plan: LaunchPlan) -> list[OptionProblem]:
-    """The deepspeed launcher hands a multi-node command to pdsh, which joins its words with spaces
-    into a remote shell line (quoting only words with spaces): only plain words arrive as given."""
-    if plan.target != "deepspeed":
+    """A launcher that hands a multi-node command to pdsh (Launcher.joins_remote_command: deepspeed),
+    which joins its words with spaces into a remote shell line (quoting only words with spaces): only
+    plain words arrive as given."""
+    if not plan.launcher.joins_remote_command:
         return []
     script = os.path.relpath(plan.script, os.path.dirname(out_path(plan)) or ".")
     odd = [word for word in (script, *plan.script_args) if not PLAIN_WORD.fullmatch(word)]
     if not odd:
         return []
     return [OptionProblem("SCRIPT" if odd[0] == script else "SCRIPT_ARGS",
-                          f"{quoted(odd[0])}: the deepspeed launcher's pdsh joins the command into a remote "
+                          f"{quoted(odd[0])}: the {plan.launcher.name} launcher's pdsh joins the command into a remote "
                           "shell line unquoted, so only plain words (letters, digits, . _ / + = : , @ % -) arrive "
                           "as given: rename it, or launch several nodes with --scheduler slurm")]
 
@@ -268,20 +261,22 @@ def _image_problems(plan: LaunchPlan) -> list[OptionProblem]:
     return found
 
 
-def read_hostfile(path: str, target: str = "deepspeed") -> list[tuple[str, int]]:
-    """`HOST slots=N` lines, the format DeepSpeed and horovodrun share, as strict as the one that reads
-    it: DeepSpeed skips blank lines and `#` comments, horovodrun reads every line as a host."""
+def read_hostfile(path: str, launcher: Launcher) -> list[tuple[str, int]]:
+    """`HOST slots=N` lines, the format DeepSpeed and horovodrun share, as strict as the launcher that
+    reads it (Launcher.hostfile_comments): DeepSpeed skips blank lines and `#` comments, horovodrun
+    reads every line as a host."""
     lines = _hostfile_text(path).splitlines()
     hosts: list[tuple[str, int]] = []
+    comments = launcher.hostfile_comments
     for number, line in enumerate(lines, start=1):
-        text = line.strip() if target == "horovod" else line.split("#", 1)[0].strip()
-        if target != "horovod" and not text:
+        text = line.split("#", 1)[0].strip() if comments else line.strip()
+        if comments and not text:
             continue
         match = HOSTFILE_LINE.fullmatch(text)
         if match is None:
             col = len(line) - len(line.lstrip()) + 1
             said = "a blank line" if not text else repr(text[:60])
-            rule = "; horovodrun reads every line as a host: no blank lines or comments" if target == "horovod" else ""
+            rule = "" if comments else f"; {launcher.name} reads every line as a host: no blank lines or comments"
             raise InputError(path, number, col, f"{said}: write `HOST slots=N`{rule}")
         if any(match.group(1) == host for host, _slots in hosts):
             raise InputError(path, number, 1, f"{match.group(1)} is named twice; give each host once")
@@ -328,7 +323,7 @@ def _hostfile_bytes(path: str, said: str) -> bytes:
 
 
 def render(plan: LaunchPlan) -> list[Artifact]:
-    """The launcher a plan describes, and the hostfile --hosts asks the deepspeed launcher for."""
+    """The launcher a plan describes, and the hostfile --hosts asks for (Launcher.hostfile_for_hosts)."""
     if plan.nproc_per_node.isdigit():  # 010 is 10 to torchrun, but 8 to bash arithmetic
         plan = dataclasses.replace(plan, nproc_per_node=str(int(plan.nproc_per_node)))
     out = out_path(plan)
@@ -338,12 +333,12 @@ def render(plan: LaunchPlan) -> list[Artifact]:
         return [Artifact(path=out, text=pytorchjob_manifest(plan))]
     artifacts: list[Artifact] = []
     values = _shell_values(plan, out)
-    if plan.target == "deepspeed" and plan.hosts and plan.scheduler == "none":
+    if plan.launcher.hostfile_for_hosts and plan.hosts and plan.scheduler == "none":
         hostfile = os.path.join(os.path.dirname(out), "hostfile")
         artifacts.append(Artifact(path=hostfile, text=render_template("deepspeed/hostfile.j2",
                                                                     hosts=host_slots(plan.hosts))))
         values.update(hostfile="hostfile", hostfile_said="hostfile")
-    template = "launch/slurm.sh.j2" if plan.scheduler == "slurm" else f"launch/{LAUNCHER[plan.target]}.sh.j2"
+    template = "launch/slurm.sh.j2" if plan.scheduler == "slurm" else f"launch/{plan.launcher.name}.sh.j2"
     artifacts.append(Artifact(path=out, text=render_template(template, **values), executable=True))
     return artifacts
 
@@ -353,12 +348,12 @@ def _shell_values(plan: LaunchPlan, out: str) -> dict[str, object]:
     folder = os.path.dirname(out) or "."
     script = not_an_option(os.path.relpath(plan.script, folder))
     numeric = plan.nproc_per_node.isdigit()
-    hosts = host_slots(plan.hosts) if plan.hosts else read_hostfile(plan.hostfile, plan.target) if plan.hostfile else []
+    hosts = host_slots(plan.hosts) if plan.hosts else read_hostfile(plan.hostfile, plan.launcher) if plan.hostfile else []
     hostfile = os.path.relpath(plan.hostfile, folder) if plan.hostfile else None
     return {
         "header": header_lines(plan),
         "target": plan.target,
-        "launcher": LAUNCHER[plan.target],
+        "launcher": plan.launcher.name,
         "script": script,
         "script_said": printable(script),
         "hostfile_said": printable(hostfile or ""),
@@ -392,22 +387,3 @@ def processes_said(nproc: str) -> str:
     if nproc == "gpu":
         return "one process per GPU"
     return "1 process per node" if nproc == "1" else f"{nproc} processes per node"
-
-
-# ---------------------------------------------------------------------------------------------
-# --list
-
-
-def combinations() -> list[tuple[str, str, str]]:
-    """(target, scheduler, what the launcher is) for every combination `migrate launch` renders."""
-    said = {
-        ("torchrun", "none"): "torchrun: one node (--standalone), or several (c10d rendezvous; --nnodes)",
-        ("deepspeed", "none"): "the deepspeed launcher: one node, or a hostfile (--hosts / --hostfile)",
-        ("horovodrun", "none"): "horovodrun: one node, or -H hosts (--hosts) / a hostfile (--hostfile)",
-        ("torchrun", "slurm"): "sbatch script: srun starts one torchrun per node (c10d on the first node)",
-        ("deepspeed", "slurm"): "sbatch script: srun starts one torchrun per node; deepspeed.init_distributed reads it",
-        ("horovodrun", "slurm"): "sbatch script: horovodrun on the job's nodes (over ssh: passwordless ssh between them)",
-        ("torchrun", "kubernetes"): "Kubeflow PyTorchJob manifest (YAML): torchrun in each pod",
-    }
-    return [(target, scheduler, said[(LAUNCHER[target], scheduler)])
-            for target, schedulers in SCHEDULERS.items() for scheduler in schedulers]

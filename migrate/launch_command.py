@@ -12,18 +12,11 @@ from typing import Annotated, Optional
 
 import typer
 
+from migrate.launchers import Launcher
 from migrate.model import Artifact, FileResult, InputError
 from migrate.options import POD_CPUS_PER_PROCESS, POD_MEMORY_GI_PER_PROCESS
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
-
-# what a converted script calls, by target: a script with none of them is probably not converted yet
-SIGNS = {
-    "ddp": ("init_process_group", "DistributedDataParallel"),
-    "fsdp": ("fully_shard", "FullyShardedDataParallel"),
-    "deepspeed": ("deepspeed.initialize",),
-    "horovod": ("DistributedOptimizer",),
-}
 
 Target = Annotated[Optional[str], typer.Argument(metavar="TARGET", hidden=True, show_default=False)]
 Script = Annotated[Optional[str], typer.Argument(metavar="SCRIPT", hidden=True, show_default=False)]
@@ -84,7 +77,7 @@ def launch(target: Target = None, script: Script = None, script_args: ScriptArgs
         raise typer.BadParameter("give TARGET and SCRIPT, e.g. `migrate launch ddp train.py` (or --list)",
                                  param_hint="TARGET SCRIPT")
     plan = LaunchPlan(
-        target=target, script=script, scheduler=scheduler, nnodes=nnodes, nproc_per_node=nproc_per_node,
+        target=target, script=script, launcher=_launcher(target), scheduler=scheduler, nnodes=nnodes, nproc_per_node=nproc_per_node,
         master_addr=master_addr, master_port=master_port,
         hosts=tuple(h.strip() for h in hosts.split(",") if h.strip()) if hosts else (), hostfile=hostfile,
         rdzv_backend=rdzv_backend, script_args=tuple(script_args or ()), out=None if out == "-" else out,
@@ -154,6 +147,31 @@ def _companion_kept(companions: list[Artifact]) -> str | None:
     return None
 
 
+def launchable() -> dict[str, Launcher]:
+    """Each available target that has a launcher, with it (the registry says: Target.launcher)."""
+    from migrate.targets import available
+
+    return {name: target.launcher for name, target in available().items() if target.launcher is not None}
+
+
+def _launcher(target: str) -> Launcher:
+    """TARGET's launcher, or a usage error naming the targets that have one."""
+    from migrate.targets import available
+
+    found = launchable()
+    if target not in found:
+        without = [name for name, spec in available().items() if spec.launcher is None]
+        said = f" ({', '.join(f'to-{name}' for name in without)} runs as plain `python`: it needs no launcher)" if without else ""
+        raise typer.BadParameter(f"{target!r}: choose {', '.join(found)}{said}", param_hint="TARGET")
+    return found[target]
+
+
+def combinations() -> list[tuple[str, str, str]]:
+    """(target, scheduler, what the launcher is) for every combination `migrate launch` renders."""
+    return [(name, scheduler, launcher.said[scheduler])
+            for name, launcher in launchable().items() for scheduler in launcher.schedulers]
+
+
 def _warn_if_not_converted(script: str, target: str) -> None:
     """A note (the launcher is still written) when the script calls none of what the target adds."""
     from migrate.sources import printable
@@ -163,7 +181,9 @@ def _warn_if_not_converted(script: str, target: str) -> None:
             text = stream.read()
     except OSError:
         return
-    signs = SIGNS[target]
+    from migrate.targets import targets
+
+    signs = targets()[target].signs
     if not any(sign in text for sign in signs):
         named = " or ".join(f"`{sign}`" for sign in signs)
         _error(f"{printable(script)}: note: no {named} in it: it does not look converted to {target}; "
@@ -171,8 +191,6 @@ def _warn_if_not_converted(script: str, target: str) -> None:
 
 
 def _print_list() -> None:
-    from migrate.launch import combinations
-
     rows = combinations()
     width = max(len(f"{t} --scheduler {s}") for t, s, _ in rows)
     for target, scheduler, said in rows:

@@ -1,7 +1,8 @@
 """A launch plan and the names it gives: what a launcher starts and where (`LaunchPlan`), the file it
 is written to, the job's name, the GPUs a node requests, and the header that says how to re-make
 it. Shared by migrate.launch (checks and shell launchers) and migrate.kubernetes (the manifest),
-below both.
+below both. A plan carries its `Launcher` (migrate.launchers): what the target is called only
+names files and the re-make command; what the launcher can do comes from the launcher.
 """
 
 from __future__ import annotations
@@ -9,9 +10,10 @@ from __future__ import annotations
 import os
 import re
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-LAUNCHER = {"ddp": "torchrun", "fsdp": "torchrun", "deepspeed": "deepspeed", "horovod": "horovodrun"}
+from migrate.launchers import Launcher
+
 JOB_NAME_MAX = 47  # + "-worker-" + up to 8 digits: a DNS-1035 label (63)
 
 
@@ -19,8 +21,9 @@ JOB_NAME_MAX = 47  # + "-worker-" + up to 8 digits: a DNS-1035 label (63)
 class LaunchPlan:
     """What a launcher starts and where. Defaults: one node, this machine, torchrun's `auto`."""
 
-    target: str  # ddp | fsdp | deepspeed | horovod
+    target: str  # the target's name: ddp | fsdp | deepspeed | horovod (files and the re-make command)
     script: str  # the training script, as the user names it
+    launcher: Launcher = field(kw_only=True)  # what starts it (the target's Target.launcher)
     scheduler: str = "none"  # none | slurm | kubernetes
     nnodes: int = 1
     nproc_per_node: str = "auto"  # a number, or torchrun's "auto" / "gpu"
@@ -38,7 +41,7 @@ class LaunchPlan:
     cpus_per_node: int | None = None  # SLURM and Kubernetes; None: SLURM the whole node, Kubernetes POD_CPUS_PER_PROCESS each
     memory_per_node: str | None = None  # Kubernetes, as it writes memory ("64Gi"); None: POD_MEMORY_GI_PER_PROCESS each
     image: str | None = None  # Kubernetes: the container image holding the script
-    no_local_rank: bool = False  # the deepspeed launcher passes the script no --local_rank (LOCAL_RANK only)
+    no_local_rank: bool = False  # the launcher passes the script no --local_rank (LOCAL_RANK only; Launcher.no_local_rank)
 
 
 def default_out(plan: LaunchPlan) -> str:
@@ -48,7 +51,7 @@ def default_out(plan: LaunchPlan) -> str:
         folder, name = os.path.split(plan.script)
         return os.path.join(folder, f"{os.path.splitext(name)[0]}_{plan.target}_pytorchjob.yaml")
     suffix = "_slurm" if plan.scheduler == "slurm" else ""
-    if plan.scheduler == "none" and plan.nnodes > 1 and LAUNCHER[plan.target] == "torchrun":
+    if plan.scheduler == "none" and plan.nnodes > 1 and not plan.launcher.by_hosts:
         suffix = f"_{plan.nnodes}nodes"
     if plan.hosts or plan.hostfile:
         suffix = "_hosts"
@@ -110,7 +113,7 @@ def remake_command(plan: LaunchPlan) -> str:
     as_given = plan.scheduler == "kubernetes"
     script = script_as_given(plan) if as_given else not_an_option(os.path.relpath(plan.script, folder))
     words = ["migrate", "launch", plan.target, script]
-    defaults = LaunchPlan(target=plan.target, script=plan.script)
+    defaults = LaunchPlan(target=plan.target, script=plan.script, launcher=plan.launcher)
     for flag, name in (("--scheduler", "scheduler"), ("--nnodes", "nnodes"), ("--nproc-per-node", "nproc_per_node"),
                        ("--master-addr", "master_addr"), ("--master-port", "master_port"),
                        ("--rdzv-backend", "rdzv_backend"), ("--partition", "partition"), ("--time", "time"),

@@ -13,6 +13,7 @@ import pytest
 
 from migrate.api import migrate_file
 from migrate.launch import LaunchPlan, problems, render
+from migrate.launch_command import launchable
 from migrate.model import FileResult, Finding, Severity
 from migrate.verify.session import VerifyOptions, convert, passes_no_local_rank
 
@@ -92,7 +93,7 @@ def test_migrate_launch_renders_the_same_launcher_from_its_re_make_words(tmp_pat
     made = launcher(converted(script))
     words = shlex.split(made.split("re-make it (in this file's folder) with:\n#")[1].splitlines()[0])
     assert words[:4] == ["migrate", "launch", "deepspeed", "train.py"] and words[4:] == ["--no-local-rank"]
-    [again] = render(LaunchPlan(target="deepspeed", script=str(script), no_local_rank=True))
+    [again] = render(LaunchPlan(target="deepspeed", launcher=launchable()["deepspeed"], script=str(script), no_local_rank=True))
     assert again.text == made
 
 
@@ -124,12 +125,12 @@ def test_a_module_imported_as_a_package_member_is_read_too(tmp_path: Path) -> No
 
 
 def test_the_plan_flag_is_the_deepspeed_launcher_s_alone() -> None:
-    [problem] = problems(LaunchPlan(target="ddp", script="train.py", no_local_rank=True))
+    [problem] = problems(LaunchPlan(target="ddp", launcher=launchable()["ddp"], script="train.py", no_local_rank=True))
     assert problem.flag == "--no-local-rank"
-    [problem] = problems(LaunchPlan(target="deepspeed", script="train.py", scheduler="slurm", nproc_per_node="2",
+    [problem] = problems(LaunchPlan(target="deepspeed", launcher=launchable()["deepspeed"], script="train.py", scheduler="slurm", nproc_per_node="2",
                                     no_local_rank=True))
     assert problem.flag == "--no-local-rank"
-    assert not problems(LaunchPlan(target="deepspeed", script="train.py", no_local_rank=True))
+    assert not problems(LaunchPlan(target="deepspeed", launcher=launchable()["deepspeed"], script="train.py", no_local_rank=True))
 
 
 def test_verify_converts_with_the_user_s_modules_and_launches_with_the_flag(tmp_path: Path) -> None:

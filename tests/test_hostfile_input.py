@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from migrate.launch import MAX_HOSTFILE_BYTES, LaunchPlan, problems
+from migrate.launch_command import launchable
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "samples" / "mlp_regression" / "train.py"
@@ -52,8 +53,8 @@ def test_a_device_that_never_ends_is_refused(target: str, project: Path) -> None
 def test_the_library_refuses_a_fifo_too(project: Path) -> None:
     """The check the command line runs is migrate.launch.problems: the library's callers get it."""
     os.mkfifo(project / "hosts")
-    code = ("import sys; from migrate.launch import LaunchPlan, problems; "
-            "print(problems(LaunchPlan(target='horovod', script='train.py', hostfile='hosts'))[0])")
+    code = ("import sys; from migrate.launch import LaunchPlan, problems; from migrate.launchers import HOROVODRUN; "
+            "print(problems(LaunchPlan(target='horovod', launcher=HOROVODRUN, script='train.py', hostfile='hosts'))[0])")
     result = subprocess.run([sys.executable, "-c", code], cwd=project, capture_output=True, text=True, timeout=30)
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("--hostfile: hosts: is a FIFO (named pipe)")
@@ -77,7 +78,7 @@ def test_what_is_not_a_hostfile_is_said(make, said: str, project: Path) -> None:
 
 def test_a_regular_hostfile_is_still_read(project: Path) -> None:
     (project / "hosts").write_text("node1 slots=2\nnode2 slots=4\n")
-    plan = LaunchPlan(target="horovod", script=str(project / "train.py"), hostfile=str(project / "hosts"))
+    plan = LaunchPlan(target="horovod", launcher=launchable()["horovod"], script=str(project / "train.py"), hostfile=str(project / "hosts"))
     assert problems(plan) == []
     result = launch("horovod", "train.py", "--hostfile", "hosts", "--out", "-", cwd=project)
     assert result.returncode == 0, result.stderr

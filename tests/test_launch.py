@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from migrate.launch import SCHEDULERS
+from migrate.launch_command import launchable
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "samples" / "mlp_regression" / "train.py"
@@ -30,7 +30,7 @@ ONE = {"none": [], "slurm": ["--nproc-per-node", "2", "--gpus-per-node", "0"],
        "kubernetes": ["--nproc-per-node", "2", "--image", "registry.example/train:1"]}
 HOSTS = {"deepspeed": ["--hosts", "node1:4,node-2:4"], "horovod": ["--hosts", "node1:4,node-2:4"]}
 
-COMBINATIONS = [(t, s) for t, schedulers in SCHEDULERS.items() for s in schedulers]
+COMBINATIONS = [(t, s) for t, launcher in launchable().items() for s in launcher.schedulers]
 
 
 def migrate(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -275,7 +275,7 @@ def test_a_launcher_re_makes_itself_from_its_header(command: list[str], launcher
 
 
 @pytest.mark.parametrize(("args", "said"), [
-    (["dp", "train.py"], "'dp': choose ddp, fsdp, deepspeed, horovod"),
+    (["dp", "train.py"], "'dp': choose ddp, deepspeed, fsdp, horovod (to-dp runs as plain `python`"),
     (["deepspeed", "train.py", "--scheduler", "kubernetes"], "deepspeed has no kubernetes launcher"),
     (["ddp", "train.py", "--scheduler", "pbs"], "'pbs': choose none, slurm or kubernetes"),
     (["ddp", "train.py", "--scheduler", "slurm"], "slurm needs a number"),

@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from migrate.launch import LaunchPlan, problems, remake_command, render
+from migrate.launch_command import launchable
 from migrate.options import POD_CPUS_PER_PROCESS, POD_MEMORY_GI_PER_PROCESS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -25,7 +26,7 @@ printf '%s\\0' "$(basename "$0")" "OMP_NUM_THREADS=${OMP_NUM_THREADS-unset}" "$@
 
 
 def slurm_text(target: str = "ddp", **fields: object) -> str:
-    plan = LaunchPlan(target=target, script="train.py", scheduler="slurm", **fields)  # type: ignore[arg-type]
+    plan = LaunchPlan(target=target, launcher=launchable()[target], script="train.py", scheduler="slurm", **fields)  # type: ignore[arg-type]
     assert not problems(plan), problems(plan)
     [launcher] = render(plan)
     return launcher.text
@@ -105,7 +106,7 @@ def test_the_horovod_job_shares_the_cpus_and_says_it_needs_ssh(tmp_path: Path) -
 
 
 def pod(**fields: object) -> tuple[str, dict[str, object]]:
-    plan = LaunchPlan(target="ddp", script="train.py", scheduler="kubernetes", image="r/t:1", **fields)  # type: ignore[arg-type]
+    plan = LaunchPlan(target="ddp", launcher=launchable()["ddp"], script="train.py", scheduler="kubernetes", image="r/t:1", **fields)  # type: ignore[arg-type]
     assert not problems(plan), problems(plan)
     [manifest] = render(plan)
     [container] = yaml.safe_load(manifest.text)["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"]
@@ -125,14 +126,14 @@ def test_the_flags_set_what_a_pod_requests_and_a_cpu_job_asks_no_gpu() -> None:
     text, resources = pod(nproc_per_node="2", cpus_per_node=6, memory_per_node="24Gi", gpus_per_node=0)
     assert resources == {"requests": {"cpu": 6, "memory": "24Gi"}, "limits": {"cpu": 6, "memory": "24Gi"}}
     assert "no GPU (a CPU job)" in text and "(--memory-per-node)" in text
-    plan = LaunchPlan(target="ddp", script="train.py", scheduler="kubernetes", image="r/t:1", nproc_per_node="2",
+    plan = LaunchPlan(target="ddp", launcher=launchable()["ddp"], script="train.py", scheduler="kubernetes", image="r/t:1", nproc_per_node="2",
                       cpus_per_node=6, memory_per_node="24Gi", gpus_per_node=0)
     assert "--cpus-per-node 6 --memory-per-node 24Gi" in remake_command(plan)
 
 
 @pytest.mark.parametrize("memory", ["32GB", "0Gi", "1.5Gi", "64gi", "64Gi\n", "Gi", "64"])
 def test_memory_that_kubernetes_would_not_read_as_meant_is_refused(memory: str) -> None:
-    plan = LaunchPlan(target="ddp", script="train.py", scheduler="kubernetes", image="r/t:1", nproc_per_node="2",
+    plan = LaunchPlan(target="ddp", launcher=launchable()["ddp"], script="train.py", scheduler="kubernetes", image="r/t:1", nproc_per_node="2",
                       memory_per_node=memory)
     [problem] = problems(plan)
     assert problem.flag == "--memory-per-node"
@@ -146,7 +147,7 @@ def test_memory_that_kubernetes_would_not_read_as_meant_is_refused(memory: str) 
     ("kubernetes", {"cpus_per_node": 0}, "0: from 1 to 4096"),
 ])
 def test_a_request_its_scheduler_cannot_make_is_refused(scheduler: str, fields: dict[str, object], said: str) -> None:
-    plan = LaunchPlan(target="ddp", script="train.py", scheduler=scheduler, nproc_per_node="2",
+    plan = LaunchPlan(target="ddp", launcher=launchable()["ddp"], script="train.py", scheduler=scheduler, nproc_per_node="2",
                       image="r/t:1" if scheduler == "kubernetes" else None, **fields)  # type: ignore[arg-type]
     assert [said in p.message for p in problems(plan)] == [True]
 

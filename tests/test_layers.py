@@ -22,6 +22,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     # reading, choosing and writing files, signals, templates, diffs, checked options
     ("basics", ("migrate.sources", "migrate.paths", "migrate.project_files", "migrate.writing", "migrate.signals",
                 "migrate.templating", "migrate.report", "migrate.options")),
+    # what starts a converted script: each launcher's facts, the launch plan, its rendering and checks
+    ("launching", ("migrate.launchers", "migrate.launch_plan", "migrate.launch", "migrate.kubernetes")),
     # read-only analysis of one script
     ("analysis", ("migrate.analysis",)),
     # the edit plan and what runs over its output
@@ -33,7 +35,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     # conversion of a source, a file, a folder; the package's public face
     ("api", ("migrate.api", "migrate")),
     # tools built over conversion: launch, verify, check, review, advise, doctor
-    ("tools", ("migrate.launch", "migrate.kubernetes", "migrate.verify", "migrate.check", "migrate.review",
+    ("tools", ("migrate.verify", "migrate.check", "migrate.review",
                "migrate.advise", "migrate.param_count", "migrate.doctor", "migrate.doctor_probe")),
     # the command line: parsing and formatting only
     ("commands", ("migrate.cli", "migrate.__main__", "migrate.advise_command", "migrate.check_command",
@@ -46,11 +48,6 @@ UPWARD: dict[tuple[str, str], str] = {
     # left: options -> targets -> targets.base -> options); to go once they take the Target and their
     # callers (api, cli, tests/steps/helpers.py, the option tests) pass it
     ("migrate.options", "migrate.targets"): "looks a target up by name",
-    # each target renders its launcher artifact through migrate.launch: to go once launch asks the
-    # target for its launcher (issue 26) and rendering a target's own launcher needs no launch.py
-    ("migrate.targets.ddp", "migrate.launch"): "renders its launcher through launch.render",
-    ("migrate.targets.deepspeed", "migrate.launch"): "renders its launcher through launch.render",
-    ("migrate.targets.horovod", "migrate.launch"): "renders its launcher through launch.render",
 }
 
 # Imports within one layer that close a loop, kept on purpose for now (none today: add one only

@@ -14,6 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from migrate.check_command import check
+from migrate.launchers import TORCHRUN
 from migrate.cli import run
 from migrate.model import Artifact, FileResult, Finding, Options, Severity
 from migrate.review.description import Run, description
@@ -24,7 +25,7 @@ from migrate.targets import targets
 from tests.test_review_reports import SARIF_SCHEMA, validate
 
 ROOT = Path(__file__).resolve().parent.parent
-DDP = Run("ddp", "DistributedDataParallel", "torchrun")
+DDP = Run("ddp", "DistributedDataParallel", "torchrun", TORCHRUN.several_nodes_example)
 
 
 def markdown_of(sample: str, target: str, tmp_path: Path, *extra: str) -> tuple[int, str]:

@@ -150,10 +150,11 @@ def test_the_tool_never_imports_torch() -> None:
         "import sys\n"
         "from migrate import migrate_source\n"
         "from migrate.launch import LaunchPlan, render\n"
+        "from migrate.launchers import TORCHRUN\n"
         f"code = open({str(SAMPLE)!r}).read()\n"
         f"for target in {list(available())!r}:\n"
         "    migrate_source(code, target, path='train.py')\n"
-        "render(LaunchPlan(target='ddp', script='train.py', scheduler='kubernetes', nproc_per_node='1', image='i:1'))\n"
+        "render(LaunchPlan(target='ddp', launcher=TORCHRUN, script='train.py', scheduler='kubernetes', nproc_per_node='1', image='i:1'))\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'deepspeed', 'horovod')))\n"
     )
     result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, cwd=ROOT, timeout=120)

@@ -400,13 +400,14 @@ def test_the_library_checks_whole_host_names(host: str) -> None:
     """The command line strips the space around each host; the library is given them as they are,
     and a `$`-anchored pattern would let a trailing newline through to horovodrun's -H."""
     from migrate.launch import LaunchPlan, problems as launch_problems
+    from migrate.launch_command import launchable
     from migrate.model import Options
     from migrate.options import problems as option_problems
 
     for target in ("deepspeed", "horovod"):
         [problem] = option_problems(target, Options(hosts=(host,)))
         assert problem.flag == "--hosts"
-        assert [p.flag for p in launch_problems(LaunchPlan(target=target, script="train.py", hosts=(host,)))] == ["--hosts"]
+        assert [p.flag for p in launch_problems(LaunchPlan(target=target, launcher=launchable()[target], script="train.py", hosts=(host,)))] == ["--hosts"]
 
 
 @pytest.mark.parametrize("path", ["/nvme\0", "/nvme\n/x", "", "/nvme/\udcff"])

@@ -28,11 +28,13 @@ COUNT_VARIABLE = re.compile(r"\$\{(NPROC_PER_NODE|NUM_GPUS|NUM_PROCESSES):[-+]")
 
 @dataclass(frozen=True)
 class Run:
-    """What the description needs to know of the run: the target's CLI name, framework and launcher."""
+    """What the description needs to know of the run: the target's CLI name, framework and launcher
+    (its name, and the `migrate launch` options for two nodes: Launcher.several_nodes_example)."""
 
     target: str
     framework: str
     launcher: str | None
+    several_nodes: str  # "" when the target has no launcher
 
 
 def description(results: Iterable[FileResult], run: Run, verified: Mapping[str, object] | None = None,
@@ -163,7 +165,7 @@ def _launch_lines(result: FileResult, run: Run) -> list[str]:
     count = COUNT_VARIABLE.search(launcher.text)
     if count:
         commands.append(f"{count.group(1)}=4 {run_it}   # 4 processes")
-    several = ("--nnodes 2 --nproc-per-node 8" if run.launcher == "torchrun" else "--hosts node1:8,node2:8")
+    several = run.several_nodes
     lines = ["Launch (arguments for the script go after the launcher's name):", "", "```", *commands, "```"]
     lines.append(f"Several nodes: `migrate launch {run.target} {shlex.quote(script)} {several}` writes their launcher.")
     return lines

@@ -52,7 +52,7 @@ def markdown_table() -> str:
     rows = ["| command | what it converts to | launcher | its own options |", "|---|---|---|---|"]
     for target in REGISTRY:
         options = ", ".join(f"`{flag}`" for flag in command_flags(target)) or "none"
-        launcher = target.launcher or ("`python` (one process)" if target.available else "")
+        launcher = target.launcher.name if target.launcher else ("`python` (one process)" if target.available else "")
         summary = target.summary if target.available else f"{target.framework} (planned)"
         rows.append(f"| `migrate to-{target.name}` | {summary} | {launcher} | {options if target.available else ''} |")
     return "\n".join(rows) + "\n"

@@ -8,6 +8,8 @@ FSDP and Horovod) is declared by the target, so a new target is one file plus it
   rank, world size and setup (migrate.runtime), the model wrapper, the ordered steps, the files it
   renders beside the script;
 - what a run over several scripts settles together (DeepSpeed: one config per folder);
+- its launcher (migrate.launchers: what `migrate launch` writes and `migrate verify` runs), what a
+  converted script shows of it (`signs`), and the conversion verify checks;
 - the finding codes only it reports (migrate.findings holds the shared ones).
 """
 
@@ -20,6 +22,7 @@ from typing import TYPE_CHECKING
 from migrate.model import Artifact, FileResult, InputError, Options, Severity
 
 if TYPE_CHECKING:
+    from migrate.launchers import Launcher
     from migrate.options import OptionProblem
     from migrate.runtime import Runtime
     from migrate.steps.base import Context, Step, Wrapper
@@ -56,7 +59,11 @@ class Target:
     check_options: Callable[[Options], list[OptionProblem]] | None = None
     markers: Mapping[str, str] = field(default_factory=dict)  # qualified call -> framework, as `framework` says it
     replaces: frozenset[str] = frozenset()  # frameworks found in a script that the conversion takes over
-    launcher: str | None = None  # what runs the converted script: "torchrun", "deepspeed"; None: python
+    launcher: Launcher | None = None  # what runs the converted script (migrate.launchers); None: python
+    signs: tuple[str, ...] = ()  # what a converted script calls: a script with none is not converted yet
+    # the conversion `migrate verify` checks, from its --zero and --compare (None: the defaults)
+    verify_options: Callable[[int, bool], Options] | None = None
+    pretend_gpu_refusal: str | None = None  # why `verify --pretend-gpu` cannot run this target (None: it can)
     settle: Settle | None = None
     codes: Mapping[str, tuple[Severity, str]] = field(default_factory=dict)  # finding codes only this target reports
     available: bool = True

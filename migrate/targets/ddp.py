@@ -13,6 +13,7 @@ from typing import Annotated
 
 import typer
 
+from migrate import launchers
 from migrate.model import Artifact, Options, Severity
 from migrate.runtime import torch_distributed
 from migrate.targets.base import Conversion, Target
@@ -28,7 +29,8 @@ def torchrun_launcher(script_path: str, ctx, target: str = "ddp") -> list[Artifa
     (migrate.launch renders it, as `migrate launch` does)."""
     from migrate.launch import LaunchPlan, render
 
-    return render(LaunchPlan(target=target, script=script_path, nproc_per_node=ctx.options.nproc_per_node))
+    return render(LaunchPlan(target=target, script=script_path, nproc_per_node=ctx.options.nproc_per_node,
+                             launcher=launchers.TORCHRUN))
 
 
 def conversion() -> Conversion:
@@ -102,7 +104,8 @@ DDP = Target(
         "torch.nn.parallel.DistributedDataParallel": "DistributedDataParallel",
     },
     replaces=frozenset({"nn.DataParallel"}),
-    launcher="torchrun",
+    launcher=launchers.TORCHRUN,
+    signs=("init_process_group", "DistributedDataParallel"),
     codes={
         "MIG501": (Severity.WARNING, "DDP: some parameters of the model may get no gradient in a step: wrapped with "
                    "find_unused_parameters=True, which costs an extra traversal of the autograd graph each step"),

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
+from migrate import launchers
 from migrate.model import Artifact, FileResult, InputError, Options, Severity
 from migrate.options import OptionProblem, offload_problems, config_out_problems, hosts_problems
 from migrate.runtime import torch_distributed
@@ -85,7 +86,7 @@ def deepspeed_artifacts(script_path: str, ctx: Context) -> list[Artifact]:
 
     config = Artifact(path=config_path(script_path, ctx), text=ds_config_text(ctx))
     plan = LaunchPlan(target="deepspeed", script=script_path, hosts=ctx.options.hosts,
-                      no_local_rank=NoLocalRankArgument in ctx.records)
+                      no_local_rank=NoLocalRankArgument in ctx.records, launcher=launchers.DEEPSPEED)
     return [config, *render_launcher(plan)]
 
 
@@ -227,7 +228,11 @@ DEEPSPEED = Target(
     check_options=check_options,
     markers={"deepspeed.initialize": "DeepSpeed"},
     replaces=frozenset({"nn.DataParallel"}),
-    launcher="deepspeed",
+    launcher=launchers.DEEPSPEED,
+    signs=("deepspeed.initialize",),
+    verify_options=lambda zero, compare: Options(zero=zero),
+    pretend_gpu_refusal=("DeepSpeed's CPU accelerator keeps the model on the CPU, so batches sent to the pretend "
+                         "GPU would be false alarms: use --target ddp, fsdp or horovod"),
     settle=own_configs,
     codes={
         NO_LOCAL_RANK: (Severity.WARNING, "DeepSpeed: a module of the script's folder that the conversion does not edit "

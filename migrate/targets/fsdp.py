@@ -13,6 +13,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from migrate import launchers
 from migrate.model import Options, Severity
 from migrate.options import OptionProblem
 from migrate.targets.base import Conversion, Target
@@ -128,7 +129,8 @@ FSDP = Target(
     replaces=frozenset({"nn.DataParallel"}),
     swaps=frozenset({"torch.distributed", "DistributedDataParallel"}),
     swap=from_ddp,
-    launcher="torchrun",
+    launcher=launchers.TORCHRUN,
+    signs=("fully_shard", "FullyShardedDataParallel"),
     codes={
         "MIG301": (Severity.NOTE, "FSDP: how the model is sharded (per repeated block, or as one unit and why)"),
         "MIG302": (Severity.WARNING, "FSDP: the script runs the model's layers outside forward(), where FSDP2 does not gather the weights"),

@@ -19,6 +19,7 @@ import typer
 
 from migrate.model import Artifact, Options, Severity
 from migrate.options import OptionProblem, hosts_problems
+from migrate import launchers
 from migrate.runtime import Runtime
 from migrate.targets.base import Conversion, Target
 from migrate.targets.ddp import Nproc
@@ -65,7 +66,7 @@ def horovodrun_launcher(script_path: str, ctx) -> list[Artifact]:  # type: ignor
     from migrate.launch import LaunchPlan, render
 
     return render(LaunchPlan(target="horovod", script=script_path, nproc_per_node=ctx.options.nproc_per_node,
-                             hosts=ctx.options.hosts))
+                             hosts=ctx.options.hosts, launcher=launchers.HOROVODRUN))
 
 
 def conversion() -> Conversion:
@@ -124,6 +125,12 @@ def command_options(nproc_per_node: Nproc = "auto", keep_global_batch: KeepGloba
     return Options(nproc_per_node=nproc_per_node, keep_global_batch=keep_global_batch, scale_lr=scale_lr, hosts=host_list)
 
 
+def _verify_options(zero: int, compare: bool) -> Options:
+    """verify --compare runs the converted script at nproc times the original's batch with the
+    original's rate: converted without the lr scaling, so the weights can be compared."""
+    return Options(scale_lr=False) if compare else Options()
+
+
 HOROVOD_TARGET = Target(
     name="horovod",
     framework="Horovod",
@@ -142,7 +149,9 @@ HOROVOD_TARGET = Target(
     check_options=check_options,
     markers={"horovod.torch.init": "Horovod", "horovod.torch.DistributedOptimizer": "Horovod"},
     replaces=frozenset({"nn.DataParallel"}),
-    launcher="horovodrun",
+    launcher=launchers.HOROVODRUN,
+    signs=("DistributedOptimizer",),
+    verify_options=_verify_options,
     codes={
         "MIG401": (Severity.NOTE, "Horovod: how each optimizer is wrapped in hvd.DistributedOptimizer, and what is broadcast from rank 0"),
         "MIG402": (Severity.WARNING, "Horovod: an optimizer the conversion cannot wrap once, with names unique across optimizers (not built in this file, built again during training, two over one model): left unchanged"),

@@ -226,33 +226,27 @@ class Launches:
         return self.run(name, [sys.executable, "-m", "migrate.verify.runner", *arguments], script.parent, ranks=1)
 
     def converted(self, script: Path, name: str = "converted", then: tuple[str, ...] = ()) -> Launch:
-        """The converted script under its target's own launcher (see Target.launcher)."""
+        """The converted script under its target's own launcher (Target.launcher: the command is the
+        launcher's `verify_command`)."""
+        from migrate.launchers import VerifyLaunch
         from migrate.targets import targets
 
-        runner = runner_arguments(script, self.record(name), self.options, self.sandbox.guard, then=then)
-        nproc = str(self.options.nproc)
         launcher = targets()[self.options.target].launcher
-        if launcher == "deepspeed":
-            if not self.options.gpu:  # before the clock: the op's build is not the script's time
-                self.sandbox.notes += prepare_deepspeed_op(environment(self.options, script.parent), self.options.ceiling)
-            port = free_port()
-            command = [str(Path(sys.executable).parent / "deepspeed"), "--num_gpus", nproc,
-                       *(["--no_local_rank"] if self.no_local_rank else []),
-                       "--master_port", str(port), "--module", "migrate.verify.runner", *runner]
-            try:
-                return self.run(name, command, script.parent)
-            finally:
-                remove_deepspeed_buffers(port)
-        if launcher == "horovodrun":
-            command = [str(Path(sys.executable).parent / "horovodrun"), "-np", nproc, "-H", f"localhost:{nproc}",
-                       sys.executable, "-m", "migrate.verify.runner", *runner]
-            return self.run(name, command, script.parent)
-        if launcher != "torchrun":
-            raise InputError(str(script), 0, 0, f"verify cannot launch to-{self.options.target}'s scripts ({launcher or 'one process'})")
+        if launcher is None:
+            raise InputError(str(script), 0, 0, f"verify cannot launch to-{self.options.target}'s scripts (one process)")
+        runner = runner_arguments(script, self.record(name), self.options, self.sandbox.guard, then=then)
+        if launcher.builds_cpu_op and not self.options.gpu:  # before the clock: the op's build is not the script's time
+            self.sandbox.notes += prepare_deepspeed_op(environment(self.options, script.parent), self.options.ceiling)
+        port = free_port()
         logs = self.sandbox.work / "torchelastic"  # not a torchelastic_* folder in TMPDIR, left when it is killed
-        command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
-                   f"--log-dir={logs}", "--module", "migrate.verify.runner", *runner]
-        return self.run(name, command, script.parent)
+        command = launcher.verify_command(VerifyLaunch(
+            python=sys.executable, nproc=self.options.nproc, module="migrate.verify.runner", args=tuple(runner),
+            port=port, logs=str(logs), no_local_rank=self.no_local_rank))
+        try:
+            return self.run(name, command, script.parent)
+        finally:
+            if launcher.builds_cpu_op:
+                remove_deepspeed_buffers(port)
 
     def record(self, name: str) -> Path:
         return self.sandbox.work / "records" / name
