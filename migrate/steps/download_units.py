@@ -16,8 +16,9 @@ that rank 0 has not finished (FileNotFoundError, BadZipFile). So the unit is:
 - with the statements right after it that unpack or move what it fetched (`extractall`,
   `os.rename`, `shutil.unpack_archive`).
 
-This module only finds units; steps/shared_files.py decides where one can run on one process
-per node, followed by a barrier.
+This module only finds units (and, with `filesystem_test_around`, the `if` of the filesystem
+above any statement); steps/shared_files.py decides where one can run on one process per node,
+followed by a barrier, and keeps every barrier it places out of such an `if`.
 """
 
 from __future__ import annotations
@@ -44,7 +45,10 @@ FILE_CALLS = ("os.", "shutil.", "zipfile.", "tarfile.", "gzip.", "pathlib.", "ur
               "print", "open", "len", "str", "format", "sorted", "range", "enumerate") + tuple(FETCHES_TO_FILE)
 FILE_METHODS = frozenset({"extractall", "extract", "close", "write", "read", "join", "format", "exists", "mkdir",
                           "unlink", "rename", "replace", "info", "warning", "is_dir", "is_file", "iterdir", "glob"})
-FILESYSTEM_TESTS = ("os.path.exists", "os.path.isfile", "os.path.isdir", "os.path.lexists", "os.listdir")
+# calls whose answer changes while another rank writes: a test built on one is read at a different moment per rank
+FILESYSTEM_TESTS = ("os.path.exists", "os.path.isfile", "os.path.isdir", "os.path.lexists", "os.path.islink",
+                    "os.path.ismount", "os.path.getsize", "os.path.getmtime", "os.path.getctime", "os.path.getatime",
+                    "os.path.samefile", "os.listdir", "os.scandir", "glob.glob", "glob.iglob")
 PATH_TESTS = frozenset({"exists", "is_file", "is_dir"})
 
 
@@ -123,7 +127,7 @@ def download_sites(index: ScriptIndex) -> list[CallSite]:
             continue
         if call.name in FETCHES_TO_FILE or helper_called(index, call, helpers) is not None:
             found.append(call)
-        elif call.name in FETCHES and _filesystem_test_around(index, call.place.stmt) is not None:
+        elif call.name in FETCHES and filesystem_test_around(index, call.place.stmt) is not None:
             found.append(call)
     return found
 
@@ -131,7 +135,7 @@ def download_sites(index: ScriptIndex) -> list[CallSite]:
 def unit_of(index: ScriptIndex, stmt: cst.BaseStatement) -> list[cst.BaseStatement]:
     """The statements of one block that make the download `stmt` holds: the outermost `if` that
     tests the filesystem around it (else the statement itself), then the unpacking right after."""
-    top = _filesystem_test_around(index, stmt) or stmt
+    top = filesystem_test_around(index, stmt) or stmt
     located = index.block_of.get(top)
     if located is None:
         return [top]
@@ -144,18 +148,19 @@ def unit_of(index: ScriptIndex, stmt: cst.BaseStatement) -> list[cst.BaseStateme
     return unit
 
 
-def _filesystem_test_around(index: ScriptIndex, stmt: cst.BaseStatement) -> cst.If | None:
-    """The outermost `if` around `stmt`, in its own function, whose test reads the filesystem."""
+def filesystem_test_around(index: ScriptIndex, stmt: cst.BaseStatement) -> cst.If | None:
+    """The outermost `if` around `stmt`, in its own function, whose test reads the filesystem: a
+    barrier placed under it is skipped by a rank that tests after another rank has written."""
     found = None
     for around in index.enclosing_statements(stmt)[1:]:
         if isinstance(around, (cst.FunctionDef, cst.ClassDef)):
             break
-        if isinstance(around, cst.If) and _tests_filesystem(index, around.test):
+        if isinstance(around, cst.If) and tests_filesystem(index, around.test):
             found = around
     return found
 
 
-def _tests_filesystem(index: ScriptIndex, test: cst.BaseExpression) -> bool:
+def tests_filesystem(index: ScriptIndex, test: cst.BaseExpression) -> bool:
     """`os.path.exists(p)`, `Path(p).exists()`, `not os.listdir(d)`, ... anywhere in the test."""
     for node in descendants(test):
         if not isinstance(node, cst.Call):

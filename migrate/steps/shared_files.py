@@ -22,7 +22,13 @@ process did to the filesystem now happens N times, concurrently.
   barrier left), the load and the rest of its block run on rank 0 as well.
 
 A barrier is added only where every rank reaches it: after setup, before teardown, and not under
-a condition that may differ between ranks (a loss, a metric, a rank), nor in a function or a
+a condition that may differ between ranks (a loss, a metric, a rank, or a test of the filesystem:
+`if not os.path.exists(p):` is read at a different moment on each rank, and one that tests after
+rank 0 wrote `p` skips the block). Under such a test the whole outermost `if` runs on rank 0 and the
+barrier follows it; a download moves above it, under the tests that lead to it (`if local_rank == 0
+and not os.path.exists(root):`); a load of a file rank 0 saved earlier waits above it; where none
+of these can be (the `if` binds a name read below, may need every rank, or also holds the save),
+MIG120 names the `if`. Nor is a barrier added in a function or a
 class's `__init__` called from such a place or from a statement a step put on rank 0 (a dataset
 built on rank 0 alone would meet a barrier the other ranks never reach). Where that cannot be told, the
 finding says what was seen and what to do.
@@ -36,11 +42,12 @@ from migrate.analysis.entry import runs_in_process_group
 from migrate.analysis.index import CallSite, Scope, ScriptIndex, descendants, names_in, read_names, spell
 from migrate.analysis.training import argument, callers_of, calls_in, contains
 from migrate.steps.base import Context, expression, statements
-from migrate.steps.download_units import download_sites, unit_of, what_runs
+from migrate.steps.download_units import download_sites, filesystem_test_around, tests_filesystem, unit_of, what_runs
 from migrate.steps.rank_zero import (
     RANK_WORDS,
     SAVES,
     after_teardown,
+    collective_call,
     launcher_rank_zero_test,
     may_be_collective,
     may_guard,
@@ -135,10 +142,12 @@ def callers(index: ScriptIndex, scope: Scope) -> list[CallSite]:
 
 
 def _agrees_on_every_rank(ctx: Context, test: cst.BaseExpression) -> bool:
-    """A test that reads only the command line (`args.x`), constants and the environment, and
-    names no rank (`args.local_rank` differs per process)."""
+    """A test that reads only the command line (`args.x`), constants and the environment, names
+    no rank (`args.local_rank` differs per process) and reads no file: `os.path.exists(p)` is read
+    at a different moment on each rank, and a rank that tests after another one wrote takes the
+    other branch."""
     index = ctx.index
-    if any(word in ctx.code(test) for word in RANK_WORDS):
+    if any(word in ctx.code(test) for word in RANK_WORDS) or tests_filesystem(index, test):
         return False
     parsed = index.derived("parsed_args_names", lambda: {
         b.target for b in index.bindings
@@ -157,6 +166,127 @@ def _agrees_on_every_rank(ctx: Context, test: cst.BaseExpression) -> bool:
 
 def _barrier(ctx: Context, comment: str) -> cst.BaseStatement:
     return statements(f"{ctx.barrier()}  # {comment}\n")[0]
+
+
+# -- a barrier under a test of the filesystem ----------------------------------------------------
+# `if not os.path.exists(p):` is read at a different moment on each rank: one that tests after rank
+# 0 has written `p` skips the block, and a barrier in it waits forever. So a barrier never goes
+# under such an `if`: the whole `if` runs on rank 0 and the barrier follows it, or the barrier goes
+# above it, or a finding names the `if`.
+
+LEAVES_EARLY = (cst.Return, cst.Break, cst.Continue)
+
+
+def _filesystem_if(ctx: Context, stmt: cst.BaseStatement) -> cst.If | None:
+    """The outermost `if` around `stmt` in its function whose test reads the filesystem, unless
+    it already runs on one rank (then no barrier goes there anyway)."""
+    top = filesystem_test_around(ctx.index, stmt)
+    return top if top is not None and not runs_on_rank_zero(ctx, top) else None
+
+
+def _whole_if_problem(ctx: Context, top: cst.If) -> str | None:
+    """Why the whole `if` cannot run on rank 0 alone, followed by a barrier (words for the
+    finding); None when it can."""
+    if not every_rank_reaches(ctx, top):
+        return ("and no barrier can be placed after it (before setup, under a condition that may differ per rank, "
+                "or in code some ranks never reach)")
+    collective = collective_call(ctx, top)
+    if collective is not None:
+        return f"since `{ctx.code(collective.func)}(...)` in it may need every rank"
+    below = [s for s in _statements_below(top) if isinstance(s, cst.BaseStatement)]
+    leaving = next((s for s in below if _leaves(ctx, s, top)), None)
+    if leaving is not None:
+        return f"since `{_first_line(ctx, leaving)}` would leave early on rank 0 alone"
+    bound = _bound_and_read_elsewhere(ctx, top, [top, *below])
+    return f"since it {bound}" if bound is not None else None
+
+
+def _leaves(ctx: Context, stmt: cst.BaseStatement, top: cst.If) -> bool:
+    """`return` in the `if`, or a `break`/`continue` of a loop around it."""
+    if not isinstance(stmt, cst.SimpleStatementLine):
+        return False
+    kinds = {type(small) for small in stmt.body if isinstance(small, LEAVES_EARLY)}
+    if cst.Return in kinds:
+        return True
+    loops = ctx.index.enclosing_statements(stmt)
+    inner_loop = any(isinstance(s, (cst.For, cst.While)) for s in loops[1:loops.index(top)]) if top in loops else False
+    return bool(kinds) and not inner_loop
+
+
+def _bound_and_read_elsewhere(ctx: Context, first: cst.BaseStatement, inside: list[cst.BaseStatement]) -> str | None:
+    """A name bound in `inside` (in `first`'s function) and read by a statement outside it: that
+    statement runs on every rank, the binding would be on one."""
+    scope = ctx.index.scope_of.get(first)
+    ids = {id(stmt) for stmt in inside}
+    for stmt in inside:
+        for binding in ctx.index.bindings_at(stmt):
+            if scope is None or binding.place.scope is not scope:
+                continue
+            reader = next((r for r in ctx.index.readers_in(scope).get(binding.target, ()) if id(r) not in ids), None)
+            if reader is not None:
+                return f"binds `{binding.target}`, which `{_first_line(ctx, reader)}` reads on every rank"
+    return None
+
+
+def _whole_if_then_barrier(ctx: Context, top: cst.If, test: str, comment: str) -> None:
+    """`if <test>:` around the whole `if`, then a barrier after it (the guards inside with the same
+    test are dropped by the plan)."""
+    ctx.plan.guard(top, test)
+    ctx.plan.insert_after(top, [_barrier(ctx, comment)])
+
+
+def _filesystem_if_finding(ctx: Context, top: cst.If, what: str, advice: str) -> None:
+    """MIG120 at the `if` whose test reads the filesystem: no barrier could go under it."""
+    ctx.report("MIG120", f"{what}; it stands inside `{_first_line(ctx, top)}`, whose test reads the filesystem: a rank "
+               "that tests it after rank 0 has written takes the other branch, so a barrier inside it would wait "
+               f"forever, and none was added; {advice}", top)
+
+
+def _conditions(ctx: Context, top: cst.If, stmt: cst.BaseStatement) -> list[str] | None:
+    """The tests that lead from `top` down to `stmt`, outermost first (`A` for the body of `if A:`,
+    `not A` for its `else:` or `elif`); None where something else stands between (a loop, a
+    `with`, a one-line body) or a test calls what need not be read twice (only `os`, `os.path`,
+    `pathlib` and a path's own tests are)."""
+    chain = ctx.index.enclosing_statements(stmt)
+    tests: list[str] = []
+    for inner, outer in zip(chain, chain[1:]):
+        if not isinstance(outer, cst.If) or not _reads_only_paths(ctx, outer.test) or contains(
+                outer.test, lambda n: isinstance(n, cst.Comment)):
+            return None
+        block = ctx.index.block_of.get(inner, (None, 0))[0]
+        if block is outer.body:
+            tests.append(_spelled_test(ctx, outer.test, negate=False))
+        elif outer.orelse is inner or (isinstance(outer.orelse, cst.Else) and block is outer.orelse.body):
+            tests.append(_spelled_test(ctx, outer.test, negate=True))
+        else:
+            return None
+        if outer is top:
+            return tests[::-1]
+    return None
+
+
+def _reads_only_paths(ctx: Context, test: cst.BaseExpression) -> bool:
+    for call in calls_in(test):
+        qualified = ctx.index.qualify(call.func) or ""
+        method = call.func.attr.value if isinstance(call.func, cst.Attribute) else ""
+        if not (qualified.startswith(("os.", "pathlib.", "glob.")) or method in ("exists", "is_file", "is_dir")
+                or spell(call.func) in ("len", "str", "bool")):
+            return False
+    return True
+
+
+LOOSE = (cst.BooleanOperation, cst.IfExp, cst.Lambda, cst.NamedExpr)
+
+
+def _spelled_test(ctx: Context, test: cst.BaseExpression, negate: bool) -> str:
+    """The test on one line, fit to stand after `and` (`not (...)` where it is negated)."""
+    if negate and isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        test, negate = test.expression, False
+    text = " ".join(ctx.code(test).split())
+    loose = isinstance(test, LOOSE) or (negate and isinstance(test, (cst.Comparison, cst.UnaryOperation, cst.BinaryOperation)))
+    if loose and not test.lpar:
+        text = f"({text})"
+    return f"not {text}" if negate else text
 
 
 # -- directories -------------------------------------------------------------------------------
@@ -240,6 +370,16 @@ def _on_rank_zero(ctx: Context, stmt: cst.BaseStatement, why: str) -> None:
     """`stmt` on rank 0, then a barrier for the others; a finding where no barrier can be placed
     or the statement does more than make the directory."""
     if runs_on_rank_zero(ctx, stmt):
+        return
+    top = _filesystem_if(ctx, stmt)
+    if top is not None:
+        problem = _whole_if_problem(ctx, top)
+        if problem is None:
+            _whole_if_then_barrier(ctx, top, ctx.rank_zero_test(), "the other ranks wait for the directory rank 0 made")
+            return
+        _filesystem_if_finding(ctx, top, f"`{_first_line(ctx, stmt)}` makes a directory on every rank, and {why}",
+                               f"the whole `if` cannot run on rank 0 alone {problem}: make the directory on rank 0 only, "
+                               f"followed by {ctx.distributed.said(ctx.distributed.barrier)} outside that `if`")
         return
     if _only_directories(ctx, stmt) and every_rank_reaches(ctx, stmt):
         ctx.plan.guard(stmt, ctx.rank_zero_test())
@@ -378,7 +518,10 @@ def _guard_run(ctx: Context, run: list[cst.BaseStatement]) -> bool:
     for stmt in run:
         ctx.plan.guard(stmt, ctx.rank_zero_test())
     makes_dirs = any(_fs_call(ctx, stmt) == "mkdir" or _makes_dir_inside(ctx, stmt) for stmt in run)
-    if makes_dirs:
+    top = _filesystem_if(ctx, first) if makes_dirs else None
+    if top is not None:
+        _run_under_filesystem_if(ctx, first, top)
+    elif makes_dirs:
         if every_rank_reaches(ctx, last):
             ctx.plan.insert_after(last, [_barrier(ctx, "the other ranks wait for the directories rank 0 made")])
         else:
@@ -386,6 +529,18 @@ def _guard_run(ctx: Context, run: list[cst.BaseStatement]) -> bool:
                        "between ranks, so no barrier was added: the other ranks may use these paths before rank 0 has "
                        f"made them; add {ctx.distributed.said(ctx.distributed.barrier)} where every rank passes", first)
     return True
+
+
+def _run_under_filesystem_if(ctx: Context, first: cst.BaseStatement, top: cst.If) -> None:
+    """A run that makes directories inside `if os.path.exists(...)`: the whole `if` on rank 0, then
+    the barrier; else the run stays on rank 0 with no barrier, and a finding names the `if`."""
+    problem = _whole_if_problem(ctx, top)
+    if problem is None:
+        _whole_if_then_barrier(ctx, top, ctx.rank_zero_test(), "the other ranks wait for the directories rank 0 made")
+        return
+    _filesystem_if_finding(ctx, top, f"`{_first_line(ctx, first)}` now runs on rank 0 only and makes directories the "
+                           "other ranks may use", f"the whole `if` cannot run on rank 0 alone {problem}: add "
+                           f"{ctx.distributed.said(ctx.distributed.barrier)} after that `if`, where every rank passes")
 
 
 def _makes_dir_inside(ctx: Context, stmt: cst.BaseStatement) -> bool:
@@ -447,16 +602,8 @@ def _unit_problem(ctx: Context, unit: list[cst.BaseStatement], inside: list[cst.
     collective = next((stmt for stmt in unit if may_be_collective(ctx, stmt)), None)
     if collective is not None:
         return f"and `{_first_line(ctx, collective)}` may need every rank, so it cannot move to one"
-    scope = ctx.index.scope_of.get(first)
-    ids = {id(stmt) for stmt in inside}
-    for stmt in inside:
-        for binding in ctx.index.bindings_at(stmt):
-            if scope is None or binding.place.scope is not scope:
-                continue
-            reader = next((r for r in ctx.index.readers_in(scope).get(binding.target, ()) if id(r) not in ids), None)
-            if reader is not None:
-                return f"and binds `{binding.target}`, which `{_first_line(ctx, reader)}` reads on every rank"
-    return None
+    bound = _bound_and_read_elsewhere(ctx, first, inside)
+    return f"and {bound}" if bound is not None else None
 
 
 def _unit_on_local_rank_zero(ctx: Context, unit: list[cst.BaseStatement]) -> None:
@@ -495,25 +642,50 @@ def _downloads(ctx: Context, units: set[int]) -> None:
         else:
             groups.append([(stmt, calls)])
     for group in groups:
-        first = group[0][0]
-        calls = [call for _stmt, found in group for call in found]
-        if not every_rank_reaches(ctx, first):
-            code = ctx.code(calls[0]).strip().splitlines()[0]
-            ctx.report("MIG120", f"`{code}` downloads on every rank at once and runs where no barrier can be placed "
-                       "(before setup, under a condition that may differ per rank, or in code some ranks never reach): download the data once before "
-                       f"launching, or let one rank per node download while the others wait in {ctx.distributed.said(ctx.distributed.barrier)}", calls[0])
-            continue
-        scope = ctx.index.scope_of.get(first)
-        local_rank = ctx.local_rank(scope) if scope is not None else ctx.distributed.local_rank_name
-        lines = [f"if {local_rank} == 0:  # one download per node; the other ranks wait, then read the files"]
-        downloads = [_download_only(ctx, call) for call in calls]
-        if None in downloads:
-            continue
-        lines += [f"    {download}" for download in downloads]
-        lines.append(ctx.barrier())
-        new = statements("\n".join(lines) + "\n")
-        # ahead of a dataset the sampler step hoisted out of this statement: that one reads the files
-        ctx.plan.insert_before(first, new, ahead_of=ctx.hoisted_datasets)
+        _download_group(ctx, group[0][0], [call for _stmt, found in group for call in found])
+
+
+def _download_group(ctx: Context, first: cst.BaseStatement, calls: list[cst.Call]) -> None:
+    """`if local_rank == 0: <the downloads>` then a barrier, before `first`; under a test of the
+    filesystem, before the outermost such `if`, with the tests that lead to `first` added to the
+    rank's (`if local_rank == 0 and not os.path.exists(root):`)."""
+    code = ctx.code(calls[0]).strip().splitlines()[0]
+    top = _filesystem_if(ctx, first)
+    if not every_rank_reaches(ctx, top or first):
+        ctx.report("MIG120", f"`{code}` downloads on every rank at once and runs where no barrier can be placed "
+                   "(before setup, under a condition that may differ per rank, or in code some ranks never reach): download the data once before "
+                   f"launching, or let one rank per node download while the others wait in {ctx.distributed.said(ctx.distributed.barrier)}", calls[0])
+        return
+    conditions = _conditions(ctx, top, first) if top is not None else []
+    if top is not None and (conditions is None or _reads_what_the_if_binds(ctx, top, first, calls)):
+        _filesystem_if_finding(ctx, top, f"`{code}` downloads on every rank at once",
+                               "its download could not be moved above that `if` (it reads a name bound inside it, or "
+                               "something other than a test of the filesystem leads to it): download the data once "
+                               "before launching, or let one rank per node download before that `if` while the others "
+                               f"wait in {ctx.distributed.said(ctx.distributed.barrier)}")
+        return
+    scope = ctx.index.scope_of.get(first)
+    local_rank = ctx.local_rank(scope) if scope is not None else ctx.distributed.local_rank_name
+    test = " and ".join([f"{local_rank} == 0", *(conditions or [])])
+    lines = [f"if {test}:  # one download per node; the other ranks wait, then read the files"]
+    downloads = [_download_only(ctx, call) for call in calls]
+    if None in downloads:
+        return
+    lines += [f"    {download}" for download in downloads]
+    lines.append(ctx.barrier())
+    new = statements("\n".join(lines) + "\n")
+    # ahead of a dataset the sampler step hoisted out of this statement: that one reads the files
+    ctx.plan.insert_before(top or first, new, ahead_of=ctx.hoisted_datasets)
+
+
+def _reads_what_the_if_binds(ctx: Context, top: cst.If, first: cst.BaseStatement, calls: list[cst.Call]) -> bool:
+    """Whether the downloads, or the tests of the `if`s inside `top` that lead to them, read a
+    name bound inside `top`: they are to run before it."""
+    chain = ctx.index.enclosing_statements(first)
+    tests = [outer.test for outer in chain[1:chain.index(top)] if isinstance(outer, cst.If)]
+    inside = [s for s in _statements_below(top) if isinstance(s, cst.BaseStatement)]
+    bound = {b.target.split(".")[0] for stmt in inside for b in ctx.index.bindings_at(stmt)}
+    return any({name.split(".")[0] for name in names_in(node)} & bound for node in [*calls, *tests])
 
 
 def _follows(ctx: Context, group: list[tuple[cst.BaseStatement, list[cst.Call]]], stmt: cst.BaseStatement, calls: list[cst.Call]) -> bool:
@@ -613,6 +785,7 @@ def _load_after_save(ctx: Context) -> None:
         if target is not None and runs_on_rank_zero(ctx, call.place.stmt):
             saved.setdefault(_file_key(ctx, target.value, call.place.stmt)[0], call)
     done: set[int] = set()
+    waited: set[int] = set()  # the `if`s of the filesystem a barrier already goes above
     order = {stmt: i for i, stmt in enumerate(index.scope_of)}
     for call in index.calls_named("torch.load"):
         source = argument(call.node, "f", 0)
@@ -625,12 +798,32 @@ def _load_after_save(ctx: Context) -> None:
         done.add(id(stmt))
         if _rest_on_rank_zero(ctx, save.place.stmt, stmt):
             continue
-        if every_rank_reaches(ctx, stmt) and not runs_on_rank_zero(ctx, stmt):
+        top = _filesystem_if(ctx, stmt) if not runs_on_rank_zero(ctx, stmt) else None
+        if top is not None:
+            _load_under_filesystem_if(ctx, call.node, save.place.stmt, top, key, waited)
+        elif every_rank_reaches(ctx, stmt) and not runs_on_rank_zero(ctx, stmt):
             ctx.plan.insert_above(stmt, _barrier(ctx, f"rank 0 has finished writing {key}"))
         elif not runs_on_rank_zero(ctx, stmt):
             ctx.report("MIG120", f"`{ctx.code(call.node)}` reads a file only rank 0 writes, under a condition that may "
                        "differ between ranks, so no barrier was added: a rank may read it before rank 0 has written it; "
                        f"add {ctx.distributed.said(ctx.distributed.barrier)} where every rank passes before it", call.node)
+
+
+def _load_under_filesystem_if(ctx: Context, load: cst.Call, save: cst.BaseStatement, top: cst.If, key: str,
+                              waited: set[int]) -> None:
+    """A load inside `if os.path.exists(...)`: the barrier goes above that `if`, so every rank tests
+    the file once rank 0 has written it. Where rank 0 writes it inside that same `if`, no barrier can
+    order them (the ranks that test after the write skip the block): a finding names the `if`."""
+    if save in _statements_below(top) or not every_rank_reaches(ctx, top):
+        _filesystem_if_finding(ctx, top, f"`{ctx.code(load)}` reads a file only rank 0 writes",
+                               "test the file once on every rank before rank 0 writes it (`missing = not "
+                               f"os.path.exists(path)`, then {ctx.distributed.said(ctx.distributed.barrier)}, then "
+                               f"`if missing:`), and add {ctx.distributed.said(ctx.distributed.barrier)} between the "
+                               "write and the read")
+        return
+    if id(top) not in waited:
+        waited.add(id(top))
+        ctx.plan.insert_above(top, _barrier(ctx, f"rank 0 has finished writing {key}"))
 
 
 def _rest_on_rank_zero(ctx: Context, save: cst.BaseStatement, load: cst.BaseStatement) -> bool:
