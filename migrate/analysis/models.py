@@ -153,15 +153,12 @@ def trained_candidates(index: ScriptIndex, training: set[str], stepped: list[Ste
         trained = [c for c in chosen if untrained(index, c.spelling, c.scope, c.binding, training) is None]
         chosen = trained or chosen  # frozen nets, target networks: kept only when nothing else is left
     else:
-        chosen = [c for c in candidates if any(same_module(index, c.key, h) for h in held)]
+        chosen = _holding(index, candidates, held)
         missing = [h for h in held if not any(same_module(index, c.key, h) for c in chosen)]
         if missing:  # called only in a helper that training calls: `calc_loss(model, batch)`
             helpers = _called_from(index, training) - training
-            chosen += [
-                c
-                for c in _candidates(index, helpers, training)
-                if any(same_module(index, c.key, h) for h in missing) and not_a_module(index, c.binding) is None
-            ]
+            chosen += _holding(index, [c for c in _candidates(index, helpers, training) if not_a_module(index, c.binding) is None], missing)
+        chosen += _holding(index, candidates, _wholes(index, stepped, chosen))
     kept: list[Candidate] = []
     for candidate in chosen:
         if not any(k.key == candidate.key or (k.home, id(k.binding.node)) == (candidate.home, id(candidate.binding.node)) for k in kept):
@@ -174,6 +171,40 @@ def held_roots(index: ScriptIndex, stepped: list[Stepped]) -> list[Root] | None:
     if not stepped or any(s.owners is None for s in stepped):
         return None
     return [root(index, o.spelling, o.scope) for s in stepped for o in s.owners or ()] or None  # [`log_alpha`]: no module
+
+
+def _holding(index: ScriptIndex, candidates: list[Candidate], held: list[Root]) -> list[Candidate]:
+    """The candidates that are one of the `held` modules."""
+    return [c for c in candidates if any(same_module(index, c.key, h) for h in held)]
+
+
+def whole_module(index: ScriptIndex, owner: Owner) -> Root | None:
+    """`model` for an optimizer over `model.backbone.parameters()`, when `model` is an instance of
+    an nn.Module class of this file: the part's parameters are the model's own, and the model's
+    forward runs the part (`self.classifier(self.backbone(x))`). None for a spelling without such
+    a head (`agent.net` of a plain `Agent` class is no part of a module)."""
+    head, _, attribute = owner.spelling.partition(".")
+    if not attribute or head == "self":
+        return None
+    spelled, scope = origin(index, head, owner.scope)
+    cls = constructed_class(index, home_binding(index, spelled, scope))
+    if cls is None or not is_module_class(index, cls):
+        return None
+    return root(index, head, owner.scope)
+
+
+def _wholes(index: ScriptIndex, stepped: list[Stepped], chosen: list[Candidate]) -> list[Root]:
+    """The models that hold the stepped parts no chosen candidate is (param groups over
+    `model.backbone` and `model.classifier`, with `model(x)` called in training)."""
+    wholes: list[Root] = []
+    for optimizer in stepped:
+        for owner in optimizer.owners or ():
+            if any(same_module(index, c.key, root(index, owner.spelling, owner.scope)) for c in chosen):
+                continue
+            whole = whole_module(index, owner)
+            if whole is not None and whole not in wholes:
+                wholes.append(whole)
+    return wholes
 
 
 def _candidates(index: ScriptIndex, scopes: set[str], training: set[str]) -> list[Candidate]:
@@ -758,8 +789,8 @@ def unwrappable(index: ScriptIndex, training: set[str], stepped: list[Stepped], 
     if held is not None:
         for optimizer in stepped:
             for owner in optimizer.owners or ():
-                key = root(index, owner.spelling, owner.scope)
-                if not any(same_module(index, c.key, key) for c in chosen):
+                keys = [root(index, owner.spelling, owner.scope), whole_module(index, owner)]
+                if not any(same_module(index, c.key, key) for c in chosen for key in keys if key is not None):
                     return _not_called(index, reached, owner, optimizer.spelling)
         return None
     if chosen:

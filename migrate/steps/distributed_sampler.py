@@ -1,7 +1,10 @@
 """Each training DataLoader draws its batches through a DistributedSampler, so every rank sees
 its own shard; `shuffle=` moves into the sampler (a loader that did not shuffle gets
 `shuffle=False`: DistributedSampler shuffles by default), and `set_epoch(epoch)` runs at the top of
-every epoch so the shuffle differs per epoch yet agrees across ranks. A `shuffle` that reaches the
+every epoch so the shuffle differs per epoch yet agrees across ranks (with no `for epoch in ...`, a
+counter raised by one first in each pass of the loop around the step loop, or around the call that
+runs it, is the epoch: `while True: cur_epochs += 1` gets `set_epoch(cur_epochs)` right after it;
+MIG103 otherwise, saying what the script has instead). A `shuffle` that reaches the
 loader through `**kwargs` is taken out of the dict into the sampler (DataLoader refuses both).
 
 Evaluation loaders are left alone: every rank evaluates the whole set, so the metric printed
@@ -351,6 +354,7 @@ def _no_epoch_loop_message(ctx: Context, step: Loop | None) -> str:
     advice = "call loader.sampler.set_epoch(epoch) at the start of each epoch, or every epoch reuses one shuffle"
     outer = ctx.index.enclosing_statements(step.place.stmt)[1:] if step is not None else []
     around = next((s for s in outer if isinstance(s, (cst.For, cst.While))), None)
+    caller = None
     if step is not None and around is None:
         caller = next((c for c in callers_of(ctx.index, step.place.scope) if c.place.loops), None)
         if caller is not None:
@@ -371,17 +375,126 @@ def _no_epoch_loop_message(ctx: Context, step: Loop | None) -> str:
     if around is None:
         return f"no epoch loop found around the training loop; {advice}"
     line = ctx.position(around)[0]
-    if isinstance(around, cst.While):
-        return f"epochs repeat in the `while` loop at line {line}, which has no epoch variable to pass on; {advice}"
+    loader = loader_spelling(ctx.index, step)
+    if loader is not None:
+        return _uncounted_message(ctx, step, around, loader, caller)
     return (f"the training loop iterates `{ctx.code(step.node.iter).strip()}`, not a DataLoader this tool can follow, "
             f"so the epoch loop at line {line} got no set_epoch; {advice}") if isinstance(step.node, cst.For) else \
         f"the training loop is not over a DataLoader this tool can follow, so the epoch loop at line {line} got no set_epoch; {advice}"
 
 
+def _around(ctx: Context, stmt: cst.BaseStatement) -> cst.For | cst.While | None:
+    """The loop around `stmt` in its own function."""
+    outer = ctx.index.enclosing_statements(stmt)[1:]
+    around = next((s for s in outer if isinstance(s, (cst.For, cst.While))), None)
+    return around if around is not None and ctx.index.scope_of.get(around) is ctx.index.scope_of.get(stmt) else None
+
+
+def _increment_of(stmt: cst.BaseStatement) -> str | None:
+    """`n` for a line `n += 1` or `n = n + 1`."""
+    if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
+        return None
+    small = stmt.body[0]
+    if isinstance(small, cst.AugAssign) and isinstance(small.operator, cst.AddAssign):
+        target, added = small.target, small.value
+    elif (isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.value, cst.BinaryOperation)
+          and isinstance(small.value.operator, cst.Add) and small.value.left.deep_equals(small.targets[0].target)):
+        target, added = small.targets[0].target, small.value.right
+    else:
+        return None
+    one = isinstance(added, cst.Integer) and added.value == "1"
+    return target.value if one and isinstance(target, cst.Name) else None
+
+
+def _bound_in(loop: cst.CSTNode, name: str) -> list[cst.CSTNode]:
+    """The targets inside `loop` that bind `name` (assignments, `for name in`, `with ... as name`)."""
+    kinds = (cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.For, cst.NamedExpr)
+    targets = [n.target if isinstance(n, kinds) else n.name for n in descendants(loop) if isinstance(n, (*kinds, cst.AsName))]
+    return [t for t in targets if any(isinstance(n, cst.Name) and n.value == name for n in descendants(t))]
+
+
+def _epoch_counter(ctx: Context, stmt: cst.BaseStatement) -> tuple[str, cst.BaseStatement] | None:
+    """`cur_epochs += 1` in the body of the loop around `stmt` (the step loop, or the call that runs
+    it), before the statement that holds `stmt`, so run once per pass (`while True: cur_epochs += 1;
+    for x, y in loader: ...`): the epoch number, and its line. Not a counter bound anywhere else in
+    that loop (reset, or counted per batch too)."""
+    around = _around(ctx, stmt)
+    if around is None or not isinstance(around.body, cst.IndentedBlock):
+        return None
+    body = list(around.body.body)
+    holding = next((s for s in ctx.index.enclosing_statements(stmt) if any(s is b for b in body)), None)
+    if holding is None:
+        return None
+    for line in body[:next(i for i, s in enumerate(body) if s is holding)]:
+        name = _increment_of(line)
+        if name is not None and len(_bound_in(around, name)) == 1:
+            return name, line
+    return None
+
+
+def _as_passed(ctx: Context, step: Loop, loader: str, call: CallSite) -> str | None:
+    """The loader of a step loop as the caller of its function spells it: the argument given for
+    a parameter, the same name for a global, `self.x` from a method of the same class."""
+    scope = step.place.scope
+    if loader in scope.params:
+        position = scope.params.index(loader) - (1 if scope.class_name else 0)
+        given = argument(call.node, loader, position)
+        return spell(given.value) if given is not None else None
+    if loader.startswith("self."):
+        return loader if call.place.scope.class_name == scope.class_name else None
+    return None if ctx.index.bindings_of_in(loader, scope) else loader  # built in the function: not seen outside
+
+
+def _epoch_counters(ctx: Context, step: Loop, loader: str) -> list[tuple[str, str, cst.BaseStatement]]:
+    """(the loader as the counting code spells it, the epoch counter, its increment) around the step
+    loop in its function, or else around each call of that function (one level up)."""
+    own = _epoch_counter(ctx, step.place.stmt)
+    if own is not None or _around(ctx, step.place.stmt) is not None:
+        return [(loader, *own)] if own is not None else []
+    found: list[tuple[str, str, cst.BaseStatement]] = []
+    for call in callers_of(ctx.index, step.place.scope):
+        seen = _as_passed(ctx, step, loader, call)
+        counted = _epoch_counter(ctx, call.place.stmt) if seen is not None else None
+        if seen is not None and counted is not None:
+            found.append((seen, *counted))
+    return found
+
+
+def _set_counted_epochs(ctx: Context, all_sharded: bool, sharded: set[str | None]) -> bool:
+    """`loader.sampler.set_epoch(cur_epochs)` right after the count of each pass of the loop around
+    the step loop (or around the call that runs it), when no `for epoch in ...` is there; whether
+    any was added."""
+    added: set[int] = set()
+    for step in ctx.sites.step_loops:
+        loader = loader_spelling(ctx.index, step)
+        if loader is None or not (all_sharded or loader in sharded):
+            continue
+        for seen, name, increment in _epoch_counters(ctx, step, loader):
+            if id(increment) not in added:
+                ctx.plan.insert_after(increment, [statement(f"{seen}.sampler.set_epoch({name})\n")])
+                added.add(id(increment))
+    return bool(added)
+
+
+def _uncounted_message(ctx: Context, step: Loop, around: cst.CSTNode, loader: str, caller: CallSite | None) -> str:
+    """MIG103 for a loop of epochs around a DataLoader's loop (or around the call that runs it)
+    that gives no number per epoch."""
+    line = ctx.position(around)[0]
+    loop = "the `while` loop" if isinstance(around, cst.While) else "the loop"
+    why = "" if isinstance(around, cst.While) else ", whose variable is not one plain name,"
+    training = f"the training loop (line {ctx.position(step.node)[0]})"
+    if caller is not None:
+        training = f"`{ctx.code(caller.node.func)}(...)` (line {ctx.position(caller.node)[0]}), which runs {training},"
+        loader = _as_passed(ctx, step, loader, caller) or loader
+    return (f"epochs repeat in {loop} at line {line}{why} with no epoch number to pass to set_epoch: no counter is raised "
+            f"by one in each pass before {training} and set nowhere else in that loop; count the passes there "
+            f"(`epoch += 1`) and call {loader}.sampler.set_epoch(epoch) right after, or every epoch reuses one shuffle")
+
+
 def _set_epochs(ctx: Context, all_sharded: bool, sharded: set[str | None]) -> None:
     """`loader.sampler.set_epoch(epoch)` first thing in each epoch, for sharded loaders only."""
     sites = ctx.sites
-    if not sites.epoch_loops:
+    if not sites.epoch_loops and not _set_counted_epochs(ctx, all_sharded, sharded):
         step = sites.step_loops[0] if sites.step_loops else None
         ctx.report("MIG103", _no_epoch_loop_message(ctx, step), step.node if step is not None else None)
     for epoch in sites.epoch_loops:

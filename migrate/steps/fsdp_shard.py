@@ -156,12 +156,14 @@ def _binds_on_the_same_line(ctx: Context, stmt: cst.BaseStatement, site: ModelSi
 
 
 def _holds(ctx: Context, call: cst.Call, scope) -> set[str]:  # type: ignore[no-untyped-def]
-    """The names of the modules whose parameters an optimizer construction holds (every name it
-    reads when that cannot be told)."""
+    """The names of the modules whose parameters an optimizer construction holds, with every module
+    above each (`model.backbone`'s parameters are `model`'s too); every name it reads when that
+    cannot be told."""
     owners = optimizer_owners(ctx.index, call, scope)
     if owners is None:
         return {name.value for name in _names_in(call)}
-    return {owner.spelling for owner in owners if owner.scope is scope}
+    spelled = [owner.spelling for owner in owners if owner.scope is scope]
+    return {spelling.rsplit(".", cut)[0] for spelling in spelled for cut in range(spelling.count(".") + 1)}
 
 
 def _before(index, stmt: cst.BaseStatement, hand_off: cst.BaseStatement, block) -> bool:  # type: ignore[no-untyped-def]

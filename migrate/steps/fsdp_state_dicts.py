@@ -363,7 +363,8 @@ def _site_of(ctx: Context, stepped) -> ModelSite | None:  # type: ignore[no-unty
         return ctx.sites.models[0] if len(ctx.sites.models) == 1 else None
     for site in ctx.sites.models:
         names = aliases(ctx.index, site)
-        if any((owner.spelling, owner.scope.name) in names for owner in stepped.owners):
+        if any((owner.spelling, owner.scope.name) in names or (owner.spelling.split(".")[0], owner.scope.name) in names
+               for owner in stepped.owners):
             return site
     return None
 
