@@ -4,6 +4,10 @@ MIG113, MIG114, MIG129): the models and optimizers seen, and what stands in the 
 a model the script's batches may not follow (migrate.steps.deepspeed_engine decides): DeepSpeed kept
 on the CPU with a model the script never moves (MIG130, a note), and a model moved only under an
 `if`, or not moved while another is, which the engine still moves to the GPU (MIG131).
+
+An optimizer bound again by a call the conversion does not follow (`G, opt_g = load_resume(G, opt_g,
+path)`) is named at that binding, the one that blocks, not at its first construction
+(`rebinding_words`, shared with Horovod's MIG402).
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from migrate.analysis.index import Binding, ScriptIndex, spell
+from migrate.analysis.index import Binding, CallSite, ScriptIndex, spell
 from migrate.analysis.ordering import ModelOrdering, NoModelOrdering, Unordered
 from migrate.analysis.sites import ModelSite
 from migrate.analysis.training import calls_in, contains
@@ -100,7 +104,10 @@ def _report_several_models(ctx: Context, models: tuple[ModelSite, ...], first: c
     with_their_own = f" with the optimizers {optimizers}" if len(ctx.sites.stepped) > 1 else ""
     untold = next((s for s in ctx.sites.stepped if s.owners is None), None)
     binding = next(iter(ctx.index.bindings_of(untold.spelling)), None) if untold is not None else None
-    if untold is not None and binding is not None:
+    rebound = rebinding_words(ctx, untold.spelling, untold.step) if untold is not None else None
+    if untold is not None and rebound is not None:
+        why = f"which model's parameters `{untold.spelling}` holds cannot be told here: {rebound}"
+    elif untold is not None and binding is not None:
         line = ctx.position(binding.place.stmt)[0]
         why = (f"which model's parameters `{untold.spelling}` holds cannot be told here (it is bound at line {line}: "
                f"`{first_line(ctx, binding.place.stmt)}`): build each optimizer from its model's parameters beside it")
@@ -108,6 +115,48 @@ def _report_several_models(ctx: Context, models: tuple[ModelSite, ...], first: c
         why = "no optimizer holds the parameters of exactly one of them"
     ctx.report("MIG113", f"{len(models)} models are trained ({names}){with_their_own}, and one DeepSpeed engine per model "
                f"needs an optimizer of its own for each: {why}; {LEFT}", first)
+
+
+def rebinding_words(ctx: Context, name: str, used: CallSite) -> str | None:
+    """`it is bound again at line 9 (`G, opt_g = load_resume(G, opt_g, path)`) ...`: the words for
+    the last binding of `name` above `used`, in its scope, when that binding is not the optimizer's
+    construction but the result of a call (unpacked or not), with what would let the conversion
+    follow it; None for any other binding."""
+    binding = _reaching_binding(ctx, name, used)
+    if binding is None or not isinstance(binding.node.value, cst.Call):
+        return None
+    call = binding.node.value
+    if binding.value is not None and (ctx.index.qualify(call.func) or "").startswith("torch.optim."):
+        return None
+    func = spell(call.func) or ctx.code(call.func)
+    stmt = binding.place.stmt
+    line = ctx.position(stmt)[0]
+    taken = any(spell(arg.value) == name for arg in call.args)
+    unseen = "" if func in ctx.index.functions else " (not defined in this file)"
+    words = (f"it is bound again at line {line} (`{first_line(ctx, stmt)}`) to what `{func}(...)`{unseen} returns, "
+             "and the conversion cannot follow that back to a torch optimizer")
+    if not taken:
+        return words + f"; build the optimizer in this file after line {line}, then convert again"
+    kept = _without_target(ctx, binding.node, name)
+    return (words + f"; if `{func}` hands back the optimizer it is given (as a resume helper does), keep `{name}` "
+            f"out of that assignment (`{kept}`) and convert again")
+
+
+def _reaching_binding(ctx: Context, name: str, used: CallSite) -> Binding | None:
+    """The last binding of `name` in the scope of `used` that comes before it in the file."""
+    line = ctx.position(used.node)[0]
+    before = [b for b in ctx.index.bindings_of_in(name, used.place.scope) if ctx.position(b.place.stmt)[0] < line]
+    return before[-1] if before else None
+
+
+def _without_target(ctx: Context, assign: cst.Assign | cst.AnnAssign, name: str) -> str:
+    """The assignment with `name` replaced by `_` in a tuple target, or the bare call for a lone one."""
+    target = assign.targets[-1].target if isinstance(assign, cst.Assign) else assign.target
+    if isinstance(target, (cst.Tuple, cst.List)) and isinstance(assign, cst.Assign):
+        elements = [e.with_changes(value=cst.Name("_")) if spell(e.value) == name else e for e in target.elements]
+        kept = assign.with_changes(targets=[cst.AssignTarget(target=target.with_changes(elements=elements))])
+        return ctx.code(kept).strip()
+    return ctx.code(assign.value).strip() if assign.value is not None else name
 
 
 def first_line(ctx: Context, stmt: cst.BaseStatement) -> str:

@@ -16,7 +16,10 @@ during backward.
   retires the optimizer it replaces; a torch optimizer built there is wrapped here as the first one
   (its own named parameters, the same backward_passes_per_step), its state not broadcast (a fresh
   optimizer holds none; the parameters are already equal). Another shape: MIG402. A construction
-  inside the training loop's own function stays refused (MIG402).
+  inside the training loop's own function stays refused (MIG402), and so does an optimizer bound
+  again by a call this file does not follow (`G, opt = load_resume(G, opt, path)`): MIG402 names
+  that line, and says that leaving the name unbound there converts when the helper hands back the
+  optimizer it is given.
 - Accumulation: a recognised `if (step + 1) % n == 0: optimizer.step()` gives
   `backward_passes_per_step=n`; Horovod stops with an error on more passes than it was told.
 - Between backward and the step, a script that reads the gradients (clipping, a GradScaler's
@@ -40,12 +43,14 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from migrate.analysis.episodes import environment_control
 from migrate.analysis.gradients import last_change
 from migrate.analysis.index import Scope, descendants, read_names, spell
 from migrate.analysis.sites import ModelSite
 from migrate.analysis.training import argument, calls_in
 from migrate.analysis.trained import Stepped, optimizer_owners
 from migrate.steps.base import Context, expression, statements
+from migrate.steps.engine_refusals import rebinding_words
 from migrate.steps.horovod_rebuilt import Rebuild, rebuilds, retire
 from migrate.steps.horovod_synchronize import (
     Wrapped,
@@ -56,6 +61,7 @@ from migrate.steps.horovod_synchronize import (
     synchronize_before_reads,
     synchronize_leftovers,
 )
+from migrate.steps.rank_divergence import rank_divergent_control
 from migrate.steps.shared_files import some_ranks_only
 from migrate.steps.wrap_model import Wrapper, report_unwrapped_model, wrap_models
 
@@ -74,6 +80,8 @@ BROADCAST_WRAPPER = Wrapper(code=broadcast_code, through_module=False)
 
 
 def horovod_optimizers(ctx: Context) -> None:
+    if _hangs_on_episodes(ctx):
+        return
     _broadcasts_after_model_changes(ctx)
     wrapped = _optimizers(ctx)
     if wrapped is None or not _stepped_plainly(ctx, wrapped) or not _passes(ctx, wrapped) or not _broadcastable(ctx, wrapped):
@@ -98,6 +106,17 @@ def horovod_optimizers(ctx: Context) -> None:
         synchronize_leftovers(ctx, optimizer)
         synchronize_before_reads(ctx, optimizer)
     synchronize_after_crossing_backwards(ctx, crossings)
+
+
+def _hangs_on_episodes(ctx: Context) -> bool:
+    """MIG121 first where each rank's own environment decides how many backward passes run (`while
+    not done: agent.train_net()`): the converted script would hang whatever is wrapped, so that is
+    what the user must change first, before any finding about the optimizer (steps.rank_divergence
+    reports it here, with the rest of its findings, and refuses)."""
+    if not any(divergence.hangs for divergence in environment_control(ctx.sites)):
+        return False
+    rank_divergent_control(ctx)
+    return ctx.refused
 
 
 def _broadcasts_after_model_changes(ctx: Context) -> None:
@@ -193,6 +212,12 @@ def _optimizers(ctx: Context) -> list[Wrapped] | None:
     """The stepped optimizers, one entry per construction; None (after MIG402) when one cannot be wrapped."""
     by_built: dict[int, Wrapped] = {}
     for stepped in ctx.sites.stepped:
+        rebound = rebinding_words(ctx, stepped.spelling, stepped.step) if stepped.built is None else None
+        if rebound is not None:
+            ctx.report("MIG402", f"`{stepped.spelling}` is stepped here, but {rebound}; otherwise wrap the optimizer it "
+                       "returns in hvd.DistributedOptimizer(...) after that line by hand; the file is left unchanged",
+                       stepped.step.node)
+            return None
         if stepped.built is None:
             ctx.report("MIG402", f"`{stepped.spelling}` is stepped here, but the conversion cannot follow it back to the "
                        f"torch optimizer that builds it{_comes_from(ctx, stepped)}: wrap that optimizer in "
@@ -252,11 +277,31 @@ def _stepped_plainly(ctx: Context, wrapped: list[Wrapped]) -> bool:
                            "left unchanged", call.node)
                 return False
         if any(o.spelling == "self" for o in optimizer.owners or []):
-            ctx.report("MIG402", f"{_called(optimizer)} is built over `self.parameters()` inside the model's own class: "
-                       "every instance (a target copy too) builds one, and their Horovod names collide; build the "
-                       "optimizer outside the class; the file is left unchanged", optimizer.built)
+            ctx.report("MIG402", f"{_called(optimizer)} is built over `self.parameters()` inside the model's own class"
+                       f"{_instances_collide(ctx, optimizer)}; the conversion wraps an optimizer only where the training "
+                       "code builds it: build it outside the class, beside the model, and convert again; the file is "
+                       "left unchanged", optimizer.built)
             return False
     return True
+
+
+def _instances_collide(ctx: Context, optimizer: Wrapped) -> str:
+    """`; `Agent` is built 2 times (lines 30, 31) ...`: the Horovod names of optimizers the class
+    builds collide only when the script makes a second instance or a copy (a target network)."""
+    site = ctx.index.call_site(optimizer.built) if isinstance(optimizer.built, cst.Call) else None
+    cls = site.place.scope.class_name if site is not None else None
+    if cls is None:
+        return ""
+    made = [c.node for c in ctx.index.calls if spell(c.node.func) == cls]
+    copies = [c.node for c in ctx.index.calls if (ctx.index.qualify(c.node.func) or "") in ("copy.deepcopy", "copy.copy")]
+    if len(made) > 1:
+        lines = ", ".join(str(ctx.position(node)[0]) for node in made)
+        return (f"; `{cls}` is built {len(made)} times (lines {lines}) and each instance builds one, so their Horovod "
+                "names would collide")
+    if made and copies:
+        return (f"; `{ctx.code(copies[0])}` (line {ctx.position(copies[0])[0]}) copies it and each copy holds one, "
+                "so their Horovod names would collide")
+    return ""
 
 
 def _only_construction(ctx: Context, call) -> Wrapped:  # type: ignore[no-untyped-def]
