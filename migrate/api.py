@@ -59,7 +59,7 @@ def migrate_source(code: str, target: str, options: Options | None = None, path:
     if not any(word in code for word in PREFILTER_WORDS):
         _check_syntax(code, path)
         imported = {m: m for m in re.findall(r"^\s*(?:from|import)\s+([A-Za-z_]\w*)", code, re.MULTILINE)}
-        return _skipped(path, code, "MIG002", _no_backward_message(imported))
+        return _skipped(path, code, "MIG002", _no_backward_message(imported, code, path, read_module))
     check_memory(path, code)  # libcst aborts the process when it runs out of memory
     _check_syntax(code, path)
     try:
@@ -68,7 +68,7 @@ def migrate_source(code: str, target: str, options: Options | None = None, path:
         raise InputError(path, error.raw_line, error.raw_column + 1, f"syntax error: {error.message}") from None
     sites = analyze(module)
     if not sites.backward_calls:
-        return _skipped(path, code, "MIG002", _no_backward_message(sites.index.imports))
+        return _skipped(path, code, "MIG002", _no_backward_message(sites.index.imports, code, path, read_module))
     frameworks = frameworks_called(sites.index, framework_markers())
     swapped = spec.swapped(frameworks)
     left_alone = None if swapped else spec.already(frameworks)
@@ -172,17 +172,34 @@ KNOWN_PACKAGES = frozenset({
 })
 
 
-def _no_backward_message(imports: dict[str, str]) -> str:
-    """MIG002, naming the script's own modules where the training loop may live instead."""
+def _no_backward_message(imports: dict[str, str], code: str, path: str, read_module: ReadModule) -> str:
+    """MIG002, naming the script's own modules where the backward runs (read through `read_module`;
+    one that cannot be read is named as a place it may be), and the class of one of them whose
+    method the script's own loop calls (analysis.sibling_training)."""
     import sys
+
+    from migrate.analysis.sibling_training import loop_call, trainers
 
     roots = sorted({q.split(".")[0] for q in imports.values()} - KNOWN_PACKAGES - set(sys.stdlib_module_names) - {""})
     if not roots:
         return "not a training script (no backward pass); left unchanged"
-    named = ", ".join(f"`{r}`" for r in roots[:4])
+    found, unread = trainers(roots, os.path.dirname(path), read_module)
+    called = loop_call(code, found) if found else None
+    if called is not None:
+        module = called.trainer.module
+        return (f"no backward pass in this file: its loop calls `{called.text}` (line {called.line}), a method "
+                f"of the class `{called.cls}` from `{module}.py`, and the backward runs there "
+                f"(`{called.cls}.{called.method}()`); the conversion converts one file at a time and does not follow a "
+                f"training step into a class of another module; left unchanged (move the step into this file, or the "
+                f"loop into `{module}.py`, and convert that file)")
+    named = [f"`{t.module}` (a backward in {', '.join(f'`{s}()`' for s in t.scopes[:2])})" for t in found]
+    named += [f"`{r}`" for r in unread]
+    if not named:
+        return "not a training script (no backward pass, here or in the modules of its folder it imports); left unchanged"
     return (f"no backward pass in this file; left unchanged (if the training loop runs in a module it imports, "
-            f"such as {named}, convert that file and launch it: a file that only defines functions is left "
-            f"unchanged too, so first give it an `if __name__ == \"__main__\":` block that calls its training function)")
+            f"such as {', '.join(named[:4])}, convert that file and launch it: a file that only defines functions is "
+            f"left unchanged too, so first give it an `if __name__ == \"__main__\":` block that calls its training "
+            f"function)")
 
 
 def _first(trainers: list[str]) -> str:
