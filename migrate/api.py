@@ -20,7 +20,7 @@ import re
 import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from migrate.findings import finding
 from migrate.model import FileResult, InputError, Options
@@ -29,6 +29,9 @@ from migrate.options import check as check_options
 from migrate.paths import select
 from migrate.project_files import ReadModule, read_from_disk, read_nothing
 from migrate.sources import check_memory, read
+
+if TYPE_CHECKING:
+    from migrate.targets.base import Target
 
 T = TypeVar("T")
 
@@ -49,13 +52,13 @@ def migrate_source(code: str, target: str, options: Options | None = None, path:
     from migrate.analysis import analyze, frameworks_called
     from migrate.rewrite import EditPlan
     from migrate.steps.base import Context
-    from migrate.targets import framework_markers, targets
+    from migrate.targets import framework_markers
     from migrate.unbound import introduced_unbound_names
     from migrate.unused_imports import drop_imports_made_unused
 
     options = options or Options()
-    check_options(target, options)  # raises OptionsError, worded as the command line words it
-    spec = targets()[target]
+    spec = target_named(target)
+    check_options(spec, options)  # raises OptionsError, worded as the command line words it
     if not any(word in code for word in PREFILTER_WORDS):
         _check_syntax(code, path)
         imported = {m: m for m in re.findall(r"^\s*(?:from|import)\s+([A-Za-z_]\w*)", code, re.MULTILINE)}
@@ -102,6 +105,17 @@ def migrate_source(code: str, target: str, options: Options | None = None, path:
         message = f"internal error: the rewrite reads `{name}` (line {line}) before it is bound; file left untouched"
         return FileResult(path=path, old=code, new=code, findings=(finding("MIG901", message),), error=True)
     return FileResult(path=path, old=code, new=new_code, findings=findings, artifacts=tuple(conversion.artifacts(path, ctx)))
+
+
+def target_named(name: str) -> Target:
+    """The registry's target called `name`; OptionsError naming the ones this version converts to."""
+    from migrate.targets import targets
+
+    spec = targets().get(name)
+    if spec is None or not spec.available:
+        known = ", ".join(n for n, t in targets().items() if t.available)
+        raise OptionsError(f"target: {name!r} is not a target this version converts to (choose {known})")
+    return spec
 
 
 def _library_finding(sites, code: str):  # type: ignore[no-untyped-def]

@@ -124,7 +124,7 @@ def _refuse_bad(target: str, options: Options) -> None:
     """The options' first problem as a usage error (exit 2), in the words the library uses too."""
     from migrate.options import problems
 
-    found = problems(target, options)
+    found = problems(targets()[target], options)
     if found:
         raise typer.BadParameter(found[0].message, param_hint=found[0].flag)
 

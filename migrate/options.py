@@ -3,6 +3,8 @@ the CLI refuses, `migrate_source(..., Options(...))` refuses with the same words
 target does not use is refused rather than silently ignored.
 
 Each problem names the command-line option it is about, so the CLI can show it as typer does.
+The checks are handed the target (what it uses, its own checks: `OptionsUser`, which
+migrate.targets.base.Target is); this module never looks a target up by name.
 `migrate launch` shares the value checks here (process and host counts, a pod's memory) and the
 resources a Kubernetes pod requests by default, which its --help states.
 """
@@ -12,7 +14,9 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from migrate.model import Options
 from migrate.sources import unsafe_name_reason
@@ -51,16 +55,23 @@ class OptionsError(ValueError):
     """Raised by the library for options the command line would refuse."""
 
 
-def problems(target: str, options: Options) -> list[OptionProblem]:
-    """Everything wrong with `options` for `target`, in the order a user would fix them: options the
-    target does not use, then the shared ones, then the target's own checks."""
-    from migrate.targets import targets
+class OptionsUser(Protocol):
+    """What the checks read of a target (migrate.targets.base.Target has all of it)."""
 
-    spec = targets().get(target)
-    if spec is None or not spec.available:
-        known = ", ".join(name for name, t in targets().items() if t.available)
-        return [OptionProblem("target", f"{target!r} is not a target this version converts to (choose {known})")]
-    found = _unused(target, spec.uses, options)
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def uses(self) -> frozenset[str]: ...  # the Options fields it reads
+
+    @property
+    def check_options(self) -> Callable[[Options], list[OptionProblem]] | None: ...  # its own checks
+
+
+def problems(spec: OptionsUser, options: Options) -> list[OptionProblem]:
+    """Everything wrong with `options` for the target `spec`, in the order a user would fix them:
+    options the target does not use, then the shared ones, then the target's own checks."""
+    found = _unused(spec.name, spec.uses, options)
     found += nproc_problems(options.nproc_per_node)
     if options.keep_global_batch and options.scale_lr:
         found.append(OptionProblem("--keep-global-batch/--scale-lr", "--scale-lr raises the learning rate for a "
@@ -73,9 +84,9 @@ def problems(target: str, options: Options) -> list[OptionProblem]:
     return found
 
 
-def check(target: str, options: Options) -> None:
+def check(spec: OptionsUser, options: Options) -> None:
     """Raise OptionsError with the first problem, as the command line words it."""
-    found = problems(target, options)
+    found = problems(spec, options)
     if found:
         raise OptionsError(str(found[0]))
 

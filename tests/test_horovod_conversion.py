@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from migrate import Options, migrate_source
+from migrate.targets import targets
 
 SCRIPT = """\
 import argparse
@@ -107,7 +108,7 @@ def test_the_launcher_for_one_node_and_for_several(tmp_path: Path) -> None:
 def test_hosts_and_a_process_count_are_refused_together() -> None:
     from migrate.options import problems
 
-    found = problems("horovod", Options(hosts=("node1:4",), nproc_per_node="4"))
+    found = problems(targets()["horovod"], Options(hosts=("node1:4",), nproc_per_node="4"))
     assert [p.flag for p in found] == ["--hosts/--nproc-per-node"]
 
 

@@ -403,9 +403,10 @@ def test_the_library_checks_whole_host_names(host: str) -> None:
     from migrate.launch_command import launchable
     from migrate.model import Options
     from migrate.options import problems as option_problems
+    from migrate.targets import targets
 
     for target in ("deepspeed", "horovod"):
-        [problem] = option_problems(target, Options(hosts=(host,)))
+        [problem] = option_problems(targets()[target], Options(hosts=(host,)))
         assert problem.flag == "--hosts"
         assert [p.flag for p in launch_problems(LaunchPlan(target=target, launcher=launchable()[target], script="train.py", hosts=(host,)))] == ["--hosts"]
 
@@ -414,6 +415,7 @@ def test_the_library_checks_whole_host_names(host: str) -> None:
 def test_an_nvme_folder_no_file_system_can_name_is_refused(path: str) -> None:
     from migrate.model import Options
     from migrate.options import problems as option_problems
+    from migrate.targets import targets
 
-    [problem] = option_problems("deepspeed", Options(offload_optimizer="nvme", nvme_path=path))
+    [problem] = option_problems(targets()["deepspeed"], Options(offload_optimizer="nvme", nvme_path=path))
     assert problem.flag == "--nvme-path"

@@ -15,15 +15,21 @@ from migrate.targets.dp import DP
 from migrate.targets.fsdp import FSDP
 from migrate.targets.horovod import HOROVOD_TARGET
 
-REGISTRY: tuple[Target, ...] = (
-    DDP,
-    DEEPSPEED,
-    FSDP,
-    HOROVOD_TARGET,
-    DP,
-)
-for _target in REGISTRY:
-    declare(_target.codes)
+REGISTRY: list[Target] = []
+
+
+def register(target: Target) -> None:
+    """Add a target: its command, its launcher and `verify` follow from the registry, and its own
+    finding codes are declared to migrate.findings. Each line below is a target."""
+    REGISTRY.append(target)
+    declare(target.codes)
+
+
+register(DDP)
+register(DEEPSPEED)
+register(FSDP)
+register(HOROVOD_TARGET)
+register(DP)
 
 # Frameworks no target converts to, recognised so that a script on one is left alone.
 OTHER_FRAMEWORKS = {"accelerate.Accelerator": "Accelerate"}

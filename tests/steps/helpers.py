@@ -26,7 +26,7 @@ def run_steps(steps: Sequence[Step], code: str, target: str = "ddp", **option_ov
     apply the plan. The result must compile: a rewrite that does not is a failure."""
     code = textwrap.dedent(code)
     options = Options(**option_overrides)  # type: ignore[arg-type]
-    check_options(target, options)
+    check_options(targets()[target], options)
     conversion = targets()[target].conversion()
     module = cst.parse_module(code)
     sites = analyze(module)
