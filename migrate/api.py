@@ -1,7 +1,8 @@
 """The library API: convert source text, or files on disk, to a target.
 
 `migrate_source` is pure (text in, FileResult out; the modules of the script's folder only through
-the reader it is handed, migrate.project_files), except that before parsing it refuses a file
+the reader it is handed, migrate.project_files; MIG119 lists the file's folder when that reader
+reads the disk and the folder holds the file), except that before parsing it refuses a file
 whose syntax tree would not fit in the memory left (migrate.sources.check_memory), and it lets
 CPython's compiler check the text first, so what CPython refuses is the input's error, in its
 words. `migrate_paths` adds choosing the files (migrate.paths), reading them (migrate.sources:
@@ -31,6 +32,11 @@ from migrate.project_files import ReadModule, read_from_disk, read_nothing
 from migrate.sources import check_memory, read
 
 if TYPE_CHECKING:
+    import libcst as cst
+
+    from migrate.analysis.index import ScriptIndex
+    from migrate.analysis.sites import TrainingSites
+    from migrate.model import Finding
     from migrate.targets.base import Target
 
 T = TypeVar("T")
@@ -80,7 +86,8 @@ def migrate_source(code: str, target: str, options: Options | None = None, path:
     conversion = spec.swap() if swapped and spec.swap is not None else spec.conversion()
     if conversion.runtime is not None:  # setup must run where training starts, before what it builds
         if sites.entry is not None and sites.entry.library:
-            return FileResult(path=path, old=code, new=code, findings=(_library_finding(sites, code),), skipped=True)
+            library = _library_finding(sites, code, path, target, read_module)
+            return FileResult(path=path, old=code, new=code, findings=(library,), skipped=True)
         built_early = _import_time_finding(sites, code)
         if built_early is not None:
             return FileResult(path=path, old=code, new=code, findings=(built_early,), skipped=True)
@@ -118,9 +125,15 @@ def target_named(name: str) -> Target:
     return spec
 
 
-def _library_finding(sites, code: str):  # type: ignore[no-untyped-def]
-    """MIG119 for a module that only defines functions and classes: which ones train, and where."""
+def _library_finding(sites: TrainingSites, code: str, path: str, target: str, read_module: ReadModule) -> Finding:
+    """MIG119 for a module that only defines functions and classes: which ones train, and where; and
+    the entry points of its folder that import it (migrate.project), each with the command to run.
+    The folder is listed only when modules are read at all and it holds this file (not for a
+    conversion of text, nor for a copy elsewhere): otherwise the advice says nothing of importers."""
+    import shlex
+
     from migrate.analysis.positions import Positions
+    from migrate.project import importing_entry_points
 
     trainers: list[str] = []
     for call in sites.backward_calls:
@@ -130,17 +143,32 @@ def _library_finding(sites, code: str):  # type: ignore[no-untyped-def]
     first = sites.index.functions[trainers[0]].node if trainers and trainers[0] in sites.index.functions else None
     line, col = Positions(sites.index.module, code).of(first) if first is not None else (1, 1)
     named = ", ".join(f"`{name}()`" for name in trainers[:3]) + (", ..." if len(trainers) > 3 else "")
+    advice = (f"to train on several processes, give this file an entry point (an `if __name__ == \"__main__\":` block "
+              f"that calls {_first(trainers)}), convert it again and launch this file itself")
+    folder = os.path.dirname(path)
+    names: list[str] = []
+    if read_module is not read_nothing:
+        with contextlib.suppress(OSError):
+            names = sorted(name for name in os.listdir(folder or ".") if name.endswith(".py"))
+    if os.path.basename(path) in names:
+        importers = importing_entry_points(path, [os.path.join(folder, name) for name in names], read_module)
+        runs = [f"{each.describe(folder)}: run `migrate to-{target} {shlex.quote(each.path)}`" for each in importers[:5]]
+        more = f"; and {len(importers) - 5} more" if len(importers) > 5 else ""
+        if len(importers) == 1:
+            advice = f"it is imported by {runs[0]}, the script its training runs from"
+        elif importers:
+            advice = f"it is imported by {len(importers)} entry points of its folder: " + "; ".join(runs) + more
+        else:
+            advice = "no entry point of its folder imports it; " + advice
     message = (
         f"no entry point: this file only defines functions and classes ({named} runs backward) and has no "
         '`if __name__ == "__main__":` block or top-level code that trains, so it is a module other code imports; '
-        "setting up (and tearing down) a process group on import would break the caller. Left unchanged: "
-        f"to train on several processes, give this file an entry point (an `if __name__ == \"__main__\":` block "
-        f"that calls {_first(trainers)}), convert it again and launch this file itself"
+        f"setting up (and tearing down) a process group on import would break the caller. Left unchanged: {advice}"
     )
     return finding("MIG119", message, line, col)
 
 
-def _import_time_finding(sites, code: str):  # type: ignore[no-untyped-def]
+def _import_time_finding(sites: TrainingSites, code: str) -> Finding | None:
     """MIG124 when setup goes into a function (`run()`) but the model or the training loader is
     built by module-level code: that code runs at import, before `init_process_group` in the
     function, so neither the wrapper nor the DistributedSampler could be built there. (A module-level
@@ -152,14 +180,15 @@ def _import_time_finding(sites, code: str):  # type: ignore[no-untyped-def]
     if entry is None or entry.library or entry.scope.is_module:
         return None
     index = sites.index
-    seen: list[tuple[object, str]] = [(_model_statement(site), f"the model `{site.spelling}`") for site in sites.models]
+    seen: list[tuple[cst.BaseStatement | None, str]] = [(_model_statement(site), f"the model `{site.spelling}`") for site in sites.models]
     seen += [(site.call.place.stmt, f"the training DataLoader `{site.spelling}`" if site.spelling else "the training DataLoader")
              for site in sites.loaders]
     early = [(stmt, what) for stmt, what in seen if stmt is not None and _at_module_level(index, stmt)]
+    early_statements: list[tuple[cst.BaseStatement, str]] = early
     if not early:
         return None
     positions = Positions(index.module, code)
-    stmt, what = min(early, key=lambda pair: positions.of(pair[0]))
+    stmt, what = min(early_statements, key=lambda pair: positions.of(pair[0]))
     line, col = positions.of(stmt)
     function = entry.scope.name
     message = (
@@ -171,7 +200,7 @@ def _import_time_finding(sites, code: str):  # type: ignore[no-untyped-def]
     return finding("MIG124", message, line, col)
 
 
-def _at_module_level(index, stmt) -> bool:  # type: ignore[no-untyped-def]
+def _at_module_level(index: ScriptIndex, stmt: cst.BaseStatement) -> bool:
     """Whether `stmt` runs as module-level code: not inside a def or a class."""
     import libcst as cst
 
@@ -187,31 +216,47 @@ KNOWN_PACKAGES = frozenset({
 
 
 def _no_backward_message(imports: dict[str, str], code: str, path: str, read_module: ReadModule) -> str:
-    """MIG002, naming the script's own modules where the backward runs (read through `read_module`;
-    one that cannot be read is named as a place it may be), and the class of one of them whose
-    method the script's own loop calls (analysis.sibling_training)."""
+    """MIG002, naming the modules of the script's project (migrate.project, two imports deep) where
+    the backward runs, read through `read_module` (an import that resolves to no file of the folder
+    is named as a place it may be), the call of the script that runs it (analysis.sibling_training),
+    and whether that module has an entry point of its own: one that has none is never named as the
+    file to convert, since converting it alone is refused (MIG119)."""
     import sys
 
-    from migrate.analysis.sibling_training import loop_call, trainers
+    from migrate.analysis.sibling_training import NOT_FOLLOWED, step_call, trainers
+    from migrate.project import project_graph
 
     roots = sorted({q.split(".")[0] for q in imports.values()} - KNOWN_PACKAGES - set(sys.stdlib_module_names) - {""})
     if not roots:
         return "not a training script (no backward pass); left unchanged"
-    found, unread = trainers(roots, os.path.dirname(path), read_module)
-    called = loop_call(code, found) if found else None
+    folder = os.path.dirname(path)
+    modules: dict[str, str] = {}  # path -> dotted name, in the order they are imported
+    for link in project_graph(path, read_module, code, depth=2).links:
+        modules.setdefault(link.module, link.dotted)
+    found = trainers([(dotted, module) for module, dotted in modules.items()], read_module)
+    called = step_call(code, found) if found else None
     if called is not None:
-        module = called.trainer.module
-        return (f"no backward pass in this file: its loop calls `{called.text}` (line {called.line}), a method "
-                f"of the class `{called.cls}` from `{module}.py`, and the backward runs there "
-                f"(`{called.cls}.{called.method}()`); the conversion converts one file at a time and does not follow a "
-                f"training step into a class of another module; left unchanged (move the step into this file, or the "
-                f"loop into `{module}.py`, and convert that file)")
-    named = [f"`{t.module}` (a backward in {', '.join(f'`{s}()`' for s in t.scopes[:2])})" for t in found]
-    named += [f"`{r}`" for r in unread]
-    if not named:
+        file = called.trainer.file(folder)
+        if called.trainer.library:
+            return (f"no backward pass in this file: {called.describe(folder)}; {NOT_FOLLOWED}, and `{file}` has no "
+                    f"entry point of its own, so converting it alone is refused too; left unchanged (to convert now, "
+                    f"move the training step into this file)")
+        return (f"no backward pass in this file: {called.describe(folder)}; {NOT_FOLLOWED}; left unchanged (move the "
+                f"training step into this file, or convert `{file}`, which has an entry point of its own, and launch it)")
+    if found:
+        own = [f"`{t.file(folder)}`" for t in found if not t.library]
+        advice = (f"; {', '.join(own)} {'has' if len(own) == 1 else 'have'} an entry point of its own: convert that "
+                  f"file and launch it" if own else ", and none of them has an entry point of its own: move the "
+                  "training step into this file to convert it")
+        where = "a module of its project it imports" if len(found) == 1 else "modules of its project it imports"
+        return (f"no backward pass in this file; left unchanged: the backward runs in {where}, "
+                f"{', '.join(t.named() for t in found[:4])}, and {NOT_FOLLOWED}{advice}")
+    resolved = {dotted.split(".")[0] for dotted in modules.values()}
+    unread = [f"`{root}`" for root in roots if root not in resolved]
+    if not unread:
         return "not a training script (no backward pass, here or in the modules of its folder it imports); left unchanged"
     return (f"no backward pass in this file; left unchanged (if the training loop runs in a module it imports, "
-            f"such as {', '.join(named[:4])}, convert that file and launch it: a file that only defines functions is "
+            f"such as {', '.join(unread[:4])}, convert that file and launch it: a file that only defines functions is "
             f"left unchanged too, so first give it an `if __name__ == \"__main__\":` block that calls its training "
             f"function)")
 
@@ -244,6 +289,7 @@ def _imports_stdlib(stmt: object) -> bool:
 
     assert isinstance(stmt, cst.SimpleStatementLine)
     small = stmt.body[0]
+    name: cst.BaseExpression
     if isinstance(small, cst.Import):
         name = small.names[0].name
     elif isinstance(small, cst.ImportFrom) and small.module is not None and not small.relative:

@@ -729,7 +729,10 @@ def _error(message: str) -> None:
 
 
 # click's base of usage errors, whether typer vendors click (0.29: typer._click) or depends on it
-CLICK_EXCEPTION = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+if TYPE_CHECKING:  # the typer installed for type checking vendors it
+    from typer._click.exceptions import ClickException as CLICK_EXCEPTION
+else:
+    CLICK_EXCEPTION = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
 
 
 def main() -> None:

@@ -55,7 +55,8 @@ def pytorchjob_manifest(plan: LaunchPlan) -> str:
         "Apply it with: kubectl apply -f " + printable(os.path.basename(out_path(plan))),
         *header_lines(plan),
     ]
-    text = "".join(f"# {line}\n" for line in comments) + yaml.safe_dump(manifest, sort_keys=False, width=1000)
+    dumped: str = yaml.safe_dump(manifest, sort_keys=False, width=1000)
+    text = "".join(f"# {line}\n" for line in comments) + dumped
     yaml.safe_load(text)  # a bug here must never ship a manifest that does not parse
     return text
 

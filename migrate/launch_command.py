@@ -66,7 +66,8 @@ def launch(target: Target = None, script: Script = None, script_args: ScriptArgs
       migrate launch fsdp train.py --scheduler kubernetes --nnodes 2 --nproc-per-node 8 --image repo/train:1
       migrate launch --list
     """
-    from migrate.launch import LaunchPlan, problems
+    from migrate.launch import problems
+    from migrate.launch_plan import LaunchPlan
 
     if list_all:
         _print_list()

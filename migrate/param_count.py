@@ -197,7 +197,7 @@ class _Counter:
         if frame.depth > MAX_DEPTH:
             raise _Unknown(expr, "followed too far")
         if isinstance(expr, (cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString)):
-            return expr.evaluated_value  # type: ignore[no-any-return]
+            return expr.evaluated_value
         if isinstance(expr, cst.ConcatenatedString):
             return str(self.value(expr.left, frame)) + str(self.value(expr.right, frame))
         if isinstance(expr, (cst.Tuple, cst.List, cst.Set)):

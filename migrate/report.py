@@ -91,13 +91,18 @@ def _hunk_range(start: int, stop: int) -> bytes:
 class _AnchoredMatcher(difflib.SequenceMatcher):  # type: ignore[type-arg]
     """difflib's opcodes and hunks, over the matching blocks `matching_blocks` finds."""
 
+    # set by SequenceMatcher.set_seqs; typeshed does not declare them
+    a: list[bytes]
+    b: list[bytes]
+    matching_blocks: list[difflib.Match] | None
+
     def __init__(self, a: list[bytes], b: list[bytes]) -> None:
         super().__init__(None, a, b, autojunk=False)
 
     def get_matching_blocks(self) -> list[difflib.Match]:
         if self.matching_blocks is None:
             self.matching_blocks = [difflib.Match(*block) for block in matching_blocks(self.a, self.b)]
-        return self.matching_blocks  # type: ignore[return-value]
+        return self.matching_blocks
 
 
 def matching_blocks(a: Sequence[bytes], b: Sequence[bytes]) -> list[tuple[int, int, int]]:

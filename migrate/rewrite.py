@@ -23,6 +23,17 @@ NodeEdit = Callable[[cst.CSTNode], cst.CSTNode]
 RunWrap = Callable[[list[cst.BaseStatement]], cst.BaseCompoundStatement]
 
 
+def with_fields(**fields: object) -> NodeEdit:
+    """The edit that sets `fields` on the node as earlier edits left it (bound now, not when applied)."""
+    return lambda updated: updated.with_changes(**fields)
+
+
+def leading_lines(stmt: cst.BaseStatement) -> Sequence[cst.EmptyLine]:
+    """The comments and blank lines above a statement (every kind has them; `BaseStatement` does not say so)."""
+    assert isinstance(stmt, (cst.SimpleStatementLine, cst.BaseCompoundStatement))
+    return stmt.leading_lines
+
+
 @dataclass(eq=False)
 class EditPlan:
     """Edits keyed by original nodes; applied once by `apply`."""
@@ -138,7 +149,7 @@ class EditPlan:
                 self.before[self.module.body[0]][:0] = self.module_imports
         self._drop_nested_guards()
         applier = _Applier(self, self._edited_paths())
-        return self.module.visit(applier)  # type: ignore[return-value]
+        return self.module.visit(applier)
 
     def _drop_nested_guards(self) -> None:
         """A statement inside one that is guarded by the same test needs no guard of its own
@@ -180,7 +191,7 @@ class _Applier(cst.CSTTransformer):
     def on_visit(self, node: cst.CSTNode) -> bool:
         return node in self.paths
 
-    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> cst.CSTNode:  # type: ignore[override]
+    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> cst.CSTNode:  # type: ignore[override]  # libcst's stub ties both nodes to one TypeVar
         if original_node not in self.paths:
             return updated_node
         if original_node in self.plan.removed_parts:
@@ -192,7 +203,8 @@ class _Applier(cst.CSTTransformer):
         if isinstance(updated_node, cst.If):
             updated_node = self._fold_guard(updated_node)
         if isinstance(original_node, cst.BaseStatement):
-            self.statement_results[original_node] = updated_node  # type: ignore[assignment]
+            assert isinstance(updated_node, cst.BaseStatement)  # a statement's edits give a statement
+            self.statement_results[original_node] = updated_node
         return updated_node
 
     def _rebuild(self, originals: Sequence[cst.BaseStatement]) -> list[cst.BaseStatement]:
@@ -214,10 +226,10 @@ class _Applier(cst.CSTTransformer):
                 position = end + 1
                 continue
             rendered = self._rendered(original)
-            if original in self.plan.removed and not rendered and getattr(original, "leading_lines", ()):
-                orphans.extend(original.leading_lines)  # type: ignore[attr-defined]
+            if original in self.plan.removed and not rendered and leading_lines(original):
+                orphans.extend(leading_lines(original))
             elif rendered and orphans:
-                rendered[0] = rendered[0].with_changes(leading_lines=[*orphans, *rendered[0].leading_lines])
+                rendered[0] = rendered[0].with_changes(leading_lines=[*orphans, *leading_lines(rendered[0])])
                 orphans = []
             body.extend(rendered)
             position += 1
@@ -229,10 +241,11 @@ class _Applier(cst.CSTTransformer):
         plan = self.plan
         result: list[cst.BaseStatement] = list(plan.before.get(original, ()))
         updated = self.statement_results.get(original, original)
-        if original in plan.spliced and isinstance(updated.body, cst.IndentedBlock):  # type: ignore[attr-defined]
-            inner = list(updated.body.body)  # type: ignore[attr-defined]
+        if (original in plan.spliced and isinstance(updated, cst.BaseCompoundStatement)
+                and isinstance(updated.body, cst.IndentedBlock)):
+            inner = list(updated.body.body)
             if inner:
-                inner[0] = inner[0].with_changes(leading_lines=[*updated.leading_lines, *inner[0].leading_lines])  # type: ignore[attr-defined]
+                inner[0] = inner[0].with_changes(leading_lines=[*leading_lines(updated), *leading_lines(inner[0])])
             result.extend(inner)
         elif original not in plan.removed:
             if original in plan.guarded:
@@ -266,15 +279,17 @@ def small_statement_holding(
     holders = [stmt] if isinstance(stmt, cst.SimpleStatementLine) else [
         n for n in descendants(stmt) if isinstance(n, cst.SimpleStatementSuite)]
     for holder in holders:
-        for small in holder.body:  # type: ignore[attr-defined]
+        for small in holder.body:
             if any(inner is node for inner in descendants(small)):
-                return holder, small  # type: ignore[return-value]
+                return holder, small
     return None, None
 
 
 def _without_parts(original: cst.CSTNode, updated: cst.CSTNode, parts: set[cst.BaseSmallStatement]) -> cst.CSTNode:
     """The line or suite without the removed small statements (`pass` when a suite keeps none)."""
-    kept = [u for o, u in zip(original.body, updated.body) if o not in parts]  # type: ignore[attr-defined]
+    assert isinstance(original, (cst.SimpleStatementLine, cst.SimpleStatementSuite))
+    assert isinstance(updated, (cst.SimpleStatementLine, cst.SimpleStatementSuite))
+    kept = [u for o, u in zip(original.body, updated.body) if o not in parts]
     if not kept:
         kept = [cst.Pass()]
     if kept[-1].semicolon is not cst.MaybeSentinel.DEFAULT:  # keeps the others' identity when it can
@@ -304,7 +319,9 @@ def _merged_from_import(earlier: cst.SimpleStatementLine, new: cst.SimpleStateme
     line = f"from {cst.Module([]).code_for_node(first.module)} import {', '.join(spelled)}"
     if len(line) > 100:
         line = line.split(" import ")[0] + " import (\n" + "".join(f"    {name},\n" for name in spelled) + ")"
-    return cst.parse_statement(line + "\n")  # type: ignore[return-value]
+    merged = cst.parse_statement(line + "\n")
+    assert isinstance(merged, cst.SimpleStatementLine)
+    return merged
 
 
 def _parsed_test(test: str) -> cst.BaseExpression:

@@ -10,14 +10,17 @@ from __future__ import annotations
 import shlex
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import jinja2
 
 # Installed: migrate/templates (package data). From a checkout: templates/ beside migrate/.
 _CANDIDATES = (Path(__file__).resolve().parent / "templates", Path(__file__).resolve().parent.parent / "templates")
 
 
 @lru_cache(maxsize=1)
-def environment():  # type: ignore[no-untyped-def]
+def environment() -> jinja2.Environment:
     import jinja2
 
     folder = next(str(p) for p in _CANDIDATES if p.is_dir())

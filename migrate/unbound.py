@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import ast
 import builtins
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 ALWAYS_BOUND = frozenset(dir(builtins)) | {
@@ -296,7 +296,7 @@ def _functions(body: list[ast.stmt], prefix: str, enclosing: frozenset[str]) -> 
     yield from _definitions(nested, prefix, enclosing)
 
 
-def _definitions(nodes: list[ast.AST], prefix: str, enclosing: frozenset[str]) -> Iterator[_Function]:
+def _definitions(nodes: Sequence[ast.AST], prefix: str, enclosing: frozenset[str]) -> Iterator[_Function]:
     for node in nodes:
         if isinstance(node, _FUNCTIONS):
             yield from _function(node, f"{prefix}{node.name}", enclosing)

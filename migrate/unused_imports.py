@@ -429,6 +429,7 @@ def _without_aliases(statement: cst.Import | cst.ImportFrom, indices: frozenset[
     breaks and comments, so a parenthesized multi-line import keeps its layout."""
     import libcst as cst
 
+    assert not isinstance(statement.names, cst.ImportStar)  # `*` names no alias to remove
     names = list(statement.names)
     lpar = statement.lpar if isinstance(statement, cst.ImportFrom) else None
     rpar = statement.rpar if isinstance(statement, cst.ImportFrom) else None

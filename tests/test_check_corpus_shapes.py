@@ -207,3 +207,23 @@ def test_horovod_lr_kept_when_the_batch_is_cut_per_process():
     for cut in ("batch_size = int(256 / hvd.size())", "batch_size = 256 // torch.cuda.device_count()",
                 "batch_size = 256\nbatch_size //= hvd.size()"):
         assert found(HVD_TRAIN.replace("batch_size = 256", cut), HVD_HEAD) == []
+
+
+def test_a_figure_saved_on_every_rank_is_a_write_and_under_a_primary_guard_it_is_not() -> None:
+    """Seen in a real script: `plt.savefig` on every rank (DC402 missed it), and a project's own
+    `dist.is_primary()` helper as the rank-0 guard (not recognised)."""
+    every = found("""
+        import matplotlib.pyplot as plt
+        plt.plot([1, 2])
+        plt.savefig("loss.png")
+    """)
+    assert ("DC402", 4) in every
+    guarded = found("""
+        import matplotlib.pyplot as plt
+        import helpers
+        if helpers.is_primary():
+            plt.plot([1, 2])
+            plt.savefig("loss.png")
+            print("saved")
+    """)
+    assert not [code for code, _ in guarded if code in ("DC401", "DC402")]

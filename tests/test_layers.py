@@ -20,7 +20,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     # the data everything shares: records, finding codes, how a runtime spells rank and setup
     ("data", ("migrate.model", "migrate.findings", "migrate.runtime")),
     # reading, choosing and writing files, signals, templates, diffs, checked options
-    ("basics", ("migrate.sources", "migrate.paths", "migrate.project_files", "migrate.writing", "migrate.signals",
+    ("basics", ("migrate.sources", "migrate.paths", "migrate.project_files", "migrate.project", "migrate.writing", "migrate.signals",
                 "migrate.templating", "migrate.report", "migrate.options")),
     # what starts a converted script: each launcher's facts, the launch plan, its rendering and checks
     ("launching", ("migrate.launchers", "migrate.launch_plan", "migrate.launch", "migrate.kubernetes")),

@@ -1,6 +1,7 @@
-"""MIG002 for a script whose backward runs in a module of its folder: only modules that run a
-backward are named (a module read without one is not), and a loop of the script that calls a
-method of a class such a module defines is named with that class and module."""
+"""MIG002 for a script whose backward runs in a module of its project: only modules that run a
+backward are named (a module read without one is not), a call of the script into such a module (a
+function, or in a loop a method of a class it defines) is named with that module, and a module with
+no entry point of its own is never named as the file to convert (issue 27)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,17 @@ def test_loop_calling_a_method_of_a_sibling_class() -> None:
     assert "`learner.learn(tools.helper())` (line 6)" in message
     assert "the class `Agent` from `agent.py`" in message and "`Agent.learn()`" in message
     assert "tools" not in message.replace("tools.helper()", "")
+    assert "`agent.py` has no entry point of its own, so converting it alone is refused too" in message
+    assert "convert that file" not in message and "issue 27" in message
+
+
+def test_a_function_of_a_package_module_called_by_the_script() -> None:
+    files = {"/p/training/__init__.py": "",
+             "/p/training/steps.py": "def learn(x):\n    loss = x.sum()\n    loss.backward()\n"}
+    code = "import torch\nfrom training.steps import learn\n\nlearn(torch.ones(2))\n"
+    message = _message(code, read=files.get)
+    assert "it calls `learn(torch.ones(2))` (line 4), and the backward runs in `learn()` of `training/steps.py`" in message
+    assert "`training/steps.py` has no entry point of its own" in message
 
 
 def test_only_modules_with_a_backward_are_named() -> None:

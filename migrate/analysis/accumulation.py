@@ -122,7 +122,7 @@ def _passed_by_every_call(index: ScriptIndex, scope: Scope, param: str) -> tuple
         arg = argument(call.node, param, position)
         if arg is None and default is None:
             return None
-        values.append((arg.value, call.place.scope) if arg is not None else (default, index.scope_of[function]))  # type: ignore[arg-type]
+        values.append((arg.value, call.place.scope) if arg is not None else (default, index.scope_of[function]))
     first, reader = values[0]
     code = index.module.code_for_node
     for value, where in values[1:]:

@@ -17,12 +17,13 @@ step's runtime rewrites those words into its own (Runtime.advice: Horovod's broa
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import libcst as cst
 
 from migrate.analysis.index import Scope, ScriptIndex, child_nodes, descendants, reachable, read_names, spell
+from migrate.analysis.sites import ModelSite, TrainingSites
 from migrate.analysis.training import calls_in
 
 REINIT_METHODS = frozenset({"apply", "reset_parameters", "init_weights", "_init_weights", "initialize_weights", "weights_init"})
@@ -37,7 +38,7 @@ RANDOM_CALLS = ("random.", "numpy.random.", "torch.rand", "torch.randint", "torc
 class Divergence:
     code: str  # MIG121 per-rank value, MIG122 random, MIG123 re-initialised weights
     node: cst.CSTNode  # where it is reported
-    parts: list  # text, and nodes standing for "line N"
+    parts: list[str | cst.CSTNode]  # text, and nodes standing for "line N"
     hangs: bool = False  # the converted script would hang for certain: the conversion is refused
 
 
@@ -93,7 +94,7 @@ def per_rank_names(index: ScriptIndex, scope: Scope, seeds: set[str]) -> set[str
 def _readers(index: ScriptIndex, scope: Scope) -> dict[str, list[str]]:
     """Name -> the names of `scope` assigned from a value that reads it (`avg = total / n`: total
     -> [avg], n -> [avg]); built once per scope, then followed from any seeds."""
-    known = index.memo("readers")
+    known: dict[Scope, dict[str, list[str]]] = index.memo("readers")
     if scope not in known:
         readers: dict[str, list[str]] = {}
         for target, value in _assignments(index, scope):
@@ -105,7 +106,7 @@ def _readers(index: ScriptIndex, scope: Scope) -> dict[str, list[str]]:
 
 def _assignments(index: ScriptIndex, scope: Scope) -> list[tuple[str, cst.BaseExpression]]:
     """(target, value) for every assignment of `scope` itself (not of functions inside it)."""
-    known = index.memo("assignments")
+    known: dict[Scope, list[tuple[str, cst.BaseExpression]]] = index.memo("assignments")
     if scope not in known:
         known[scope] = _own_assignments(scope)
     return known[scope]
@@ -189,7 +190,7 @@ def _returns_in(loop: cst.For | cst.While) -> list[cst.CSTNode]:
 # -- the findings ------------------------------------------------------------------------------
 
 
-def per_rank_control(sites) -> list[Divergence]:  # type: ignore[no-untyped-def]
+def per_rank_control(sites: TrainingSites) -> list[Divergence]:
     """MIG121 and MIG122 in the scopes that run backward."""
     index: ScriptIndex = sites.index
     found: list[Divergence] = []
@@ -274,7 +275,7 @@ def _random(index: ScriptIndex, node: cst.CSTNode, drawn: set[str]) -> bool:
     return bool(read_names(node) & drawn) or random_call(index, node) is not None
 
 
-def _own_statements(loop: cst.For | cst.While, holds_backward: set[int]):  # type: ignore[no-untyped-def]
+def _own_statements(loop: cst.For | cst.While, holds_backward: set[int]) -> Iterator[cst.BaseStatement]:
     """The statements inside the loop, not those of a nested loop that runs no backward (a `break`
     there leaves only that loop) nor of nested functions."""
     stack: list[cst.CSTNode] = [loop.body]
@@ -337,7 +338,7 @@ def _holders(root: cst.CSTNode, targets: list[set[int]]) -> list[set[int]]:
     return holders
 
 
-def _loss_names(sites, scope: Scope) -> set[str]:  # type: ignore[no-untyped-def]
+def _loss_names(sites: TrainingSites, scope: Scope) -> set[str]:
     """What backward is called on: `loss` in `loss.backward()`, `scaler.scale(loss).backward()`."""
     names: set[str] = set()
     for call in sites.backward_calls:
@@ -355,7 +356,12 @@ def _forward_outputs(index: ScriptIndex, scope: Scope, models: set[str]) -> set[
     }
 
 
-def reinitialized_after_wrap(sites, aliases, is_after, sharded: bool = False) -> list[Divergence]:  # type: ignore[no-untyped-def]
+def reinitialized_after_wrap(
+    sites: TrainingSites,
+    aliases: Callable[[ScriptIndex, ModelSite], set[tuple[str, str]]],
+    is_after: Callable[[ScriptIndex, cst.BaseStatement, ModelSite], bool],
+    sharded: bool = False,
+) -> list[Divergence]:
     """MIG123: new weights drawn for a wrapped model after the wrapper copied rank 0's (`sharded`:
     after FSDP2 split them into shards, which copies nothing)."""
     index: ScriptIndex = sites.index
@@ -364,15 +370,14 @@ def reinitialized_after_wrap(sites, aliases, is_after, sharded: bool = False) ->
         by_scope: dict[str, set[str]] = {}  # scope name -> the spellings the model goes by there
         for spelling, scope_name in aliases(index, site):
             by_scope.setdefault(scope_name, set()).add(spelling)
-        where = ["the wrapper goes before line ", site.wrap_before] if site.wrap_before is not None else [
-            "the wrapper goes after line ", site.wrap_after]
+        where: list[str | cst.CSTNode] = ["the wrapper goes ", *_sharded_where(site)]
         for call in index.calls:
             in_scope = by_scope.get(call.place.scope.name)
             if not in_scope or not _reinitializes(index, call.node, in_scope):
                 continue
             if not _initializes(index, call.node) or not is_after(index, call.place.stmt, site):
                 continue
-            drawn = [f"`{index.module.code_for_node(call.node)}` (line ", call.node, f") draws new weights for `{site.spelling}` "]
+            drawn: list[str | cst.CSTNode] = [f"`{index.module.code_for_node(call.node)}` (line ", call.node, f") draws new weights for `{site.spelling}` "]
             if sharded:
                 found.append(Divergence("MIG123", call.node, [
                     *drawn, "after it is sharded (the shard goes ", *_sharded_where(site),
@@ -386,8 +391,11 @@ def reinitialized_after_wrap(sites, aliases, is_after, sharded: bool = False) ->
     return found
 
 
-def _sharded_where(site) -> list:  # type: ignore[no-untyped-def]
-    return ["before line ", site.wrap_before] if site.wrap_before is not None else ["after line ", site.wrap_after]
+def _sharded_where(site: ModelSite) -> list[str | cst.CSTNode]:
+    if site.wrap_before is not None:
+        return ["before line ", site.wrap_before]
+    assert site.wrap_after is not None  # a wrapped model has a place for its wrapper
+    return ["after line ", site.wrap_after]
 
 
 def _initializes(index: ScriptIndex, call: cst.Call) -> bool:
@@ -407,7 +415,7 @@ def _initializes(index: ScriptIndex, call: cst.Call) -> bool:
     )
 
 
-def per_rank_condition(sites, stmt: cst.BaseStatement) -> cst.If | cst.While | None:  # type: ignore[no-untyped-def]
+def per_rank_condition(sites: TrainingSites, stmt: cst.BaseStatement) -> cst.If | cst.While | None:
     """The `if` or `while` around `stmt` whose test reads a value of this rank's own batches (a
     loss, a model output, or a name computed from them, in a scope that runs backward): around it
     in its own function, or around a call of that function from a scope that runs backward. Code

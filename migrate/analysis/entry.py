@@ -289,6 +289,7 @@ def _within_span(index: ScriptIndex, entry: Entry, position: int) -> bool:
     body = entry.block.body
     start = _position_in_block(index, entry, entry.setup_before) if entry.setup_before is not None else len(body)
     end = _position_in_block(index, entry, entry.teardown_after) if entry.teardown_after is not None else None
+    assert start is not None  # setup_before is a statement of the entry block
     if end is None:
         return position >= start
     end -= 1 if returns_plain_value(entry) else 0

@@ -17,13 +17,14 @@ import libcst as cst
 
 from migrate.analysis.divergence import Divergence, assignments, jumps
 from migrate.analysis.index import ScriptIndex, descendants, read_names, spell
+from migrate.analysis.sites import TrainingSites
 from migrate.analysis.training import calls_in
 
 ENV_MAKERS = ("gym.make", "gymnasium.make", "gym.vector.make", "gymnasium.vector.make")
 ENV_METHODS = frozenset({"step", "reset"})
 
 
-def environment_control(sites) -> list[Divergence]:  # type: ignore[no-untyped-def]
+def environment_control(sites: TrainingSites) -> list[Divergence]:
     """MIG121 (hangs) for each condition on per-rank environment state that gates training."""
     index: ScriptIndex = sites.index
     envs = _environments(index)

@@ -44,11 +44,11 @@ from dataclasses import dataclass
 import libcst as cst
 
 from migrate.analysis.divergence import base_spelling
+from migrate.analysis.homes import home_binding
 from migrate.analysis.index import AttributeUse, Binding, Scope, ScriptIndex, child_nodes, descendants, spell
 from migrate.analysis.models import (
     Switch,
     aliases,
-    home_binding,
     is_after,
     model_cast,
     replaces_part,
@@ -458,8 +458,8 @@ def _whole_model_switches(index: ScriptIndex, site: ModelSite) -> set[int]:
 def _find_script_switches(index: ScriptIndex, site: ModelSite) -> list[Switch]:
     """The switches of each scope that reaches the model, under its names there and the names of its parts."""
     by_scope: dict[str, set[str]] = {}
-    for name, scope in aliases(index, site):
-        by_scope.setdefault(scope, set()).add(name)
+    for name, owner in aliases(index, site):
+        by_scope.setdefault(owner, set()).add(name)
     found: list[Switch] = []
     for scope_name, names in by_scope.items():
         scope = index.functions.get(scope_name)

@@ -24,7 +24,8 @@ def _home_binding(index: ScriptIndex, spelling: str, scope: Scope) -> Binding | 
     if spelling.startswith("self."):
         candidates = index.bindings_of_in_class(spelling, scope.class_name)
         in_init = [b for b in candidates if b.place.scope.name.endswith(".__init__")]
-        return (in_init or candidates or [None])[-1]
+        chosen = in_init or candidates
+        return chosen[-1] if chosen else None
     same_scope = index.bindings_of_in(spelling, scope)
     if same_scope:
         return _last_construction(index, same_scope)

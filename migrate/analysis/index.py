@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, TypeVar, cast
 
 import libcst as cst
 
@@ -149,7 +149,7 @@ class ScriptIndex:
     _holders: dict[cst.CSTNode, cst.BaseStatement] | None = None
     # derived lookups, built on first use: the finders ask the same questions for every call site,
     # so each answer is indexed once here instead of rescanning `calls` / `bindings` per question
-    _memos: dict[str, dict] = field(default_factory=dict)  # type: ignore[type-arg]
+    _memos: dict[str, dict[Any, Any]] = field(default_factory=dict)
     _derived: dict[str, object] = field(default_factory=dict)
 
     def qualify(self, node: cst.BaseExpression) -> str | None:
@@ -175,7 +175,7 @@ class ScriptIndex:
             self._holders.update({a.node: a.place.stmt for a in self.attributes})
         return self._holders.get(node)
 
-    def memo(self, kind: str) -> dict:  # type: ignore[type-arg]
+    def memo(self, kind: str) -> dict[Any, Any]:
         """A cache for one kind of answer about this script, filled as questions come: it lives
         (and dies) with the index, so nothing leaks from one file to the next."""
         found = self._memos.get(kind)
@@ -188,13 +188,13 @@ class ScriptIndex:
         known = self.memo(kind)
         if key not in known:
             known[key] = compute()
-        return known[key]  # type: ignore[no-any-return]
+        return cast(T, known[key])  # each kind's answers are of one type, the compute's
 
     def derived(self, kind: str, build: Callable[[], T]) -> T:
         """A fact computed from the whole script in one pass (a lookup table), built on first use."""
         if kind not in self._derived:
             self._derived[kind] = build()
-        return self._derived[kind]  # type: ignore[no-any-return]
+        return cast(T, self._derived[kind])  # each kind's table is of one type, the build's
 
     def bindings_of(self, target: str) -> list[Binding]:
         """The bindings of one name (`model`, `self.model`), in source order."""

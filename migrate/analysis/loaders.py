@@ -65,7 +65,7 @@ def _calls_by_loop(index: ScriptIndex) -> dict[cst.CSTNode, list[CallSite]]:
 def _runs_training(index: ScriptIndex, loop: Loop) -> bool:
     """One pass of the loop is one training step: backward runs in its body, or in a function it
     calls that runs backward once (not in a loop of its own, which would be the step loop)."""
-    known = index.memo("runs_training")
+    known: dict[cst.CSTNode, bool] = index.memo("runs_training")
     if loop.node not in known:
         known[loop.node] = any(_is_backward(call) or _calls_backward_once(index, call) for call in calls_in_loop(index, loop.node))
     return known[loop.node]
@@ -427,10 +427,10 @@ def _caller_bindings(index: ScriptIndex, helper: Scope, returned: cst.BaseExpres
                     position = i
     names: list[str] = []
     for binding in index.derived("bindings_by_called", lambda: _bindings_by_called(index)).get(helper.name, ()):
-        node = binding.node
-        assert isinstance(node, cst.Assign) and isinstance(node.value, cst.Call)
-        target = node.targets[0].target
-        if position is None and binding.value is node.value:
+        assign = binding.node
+        assert isinstance(assign, cst.Assign) and isinstance(assign.value, cst.Call)
+        target = assign.targets[0].target
+        if position is None and binding.value is assign.value:
             names.append(binding.target)
         elif position is not None and isinstance(target, (cst.Tuple, cst.List)) and position < len(target.elements):
             spelled = spell(target.elements[position].value)

@@ -344,12 +344,12 @@ def requires_grad_switches(index: ScriptIndex, node: cst.CSTNode, names: set[str
             owner = _parameters_owner(switch_node, names)
             states = [state for n in descendants(switch_node.body) if (state := _switched_to(n)) != "none"]
             if owner is not None and states:
-                found.append(Switch(switch_node, owner, states[0] if len(set(states)) == 1 else None, stmt))  # type: ignore[arg-type]
+                found.append(Switch(switch_node, owner, states[0] if len(set(states)) == 1 else None, stmt))
             continue
         owner = base_spelling(_switched_value(switch_node))
         if _part_of_any(owner, names) and not any(isinstance(s.node, cst.For) and contains(s.node, lambda n: n is switch_node)
                                                   for s in found):
-            found.append(Switch(switch_node, owner, _switched_to(switch_node), stmt))  # type: ignore[arg-type]
+            found.append(Switch(switch_node, owner, _switched_to(switch_node), stmt))
     return found
 
 
@@ -395,7 +395,7 @@ def _small_statements(index: ScriptIndex) -> list[tuple[cst.BaseSmallStatement, 
     for stmt in index.scope_of:
         parts = [stmt] if isinstance(stmt, cst.SimpleStatementLine) else [
             suite for child in child_nodes(stmt) for suite in (child, *child_nodes(child)) if isinstance(suite, cst.SimpleStatementSuite)]
-        found += [(small, stmt) for part in parts for small in part.body]  # type: ignore[attr-defined]
+        found += [(small, stmt) for part in parts for small in part.body]
     return found
 
 

@@ -74,7 +74,7 @@ class NoModelOrdering:
 
 def model_ordering(sites: TrainingSites) -> ModelOrdering | NoModelOrdering:
     """The ordering of the script's model, optimizer and schedulers (computed once, then reused)."""
-    return sites.index.derived("model_ordering", lambda: _ordering(sites))  # type: ignore[no-any-return]
+    return sites.index.derived("model_ordering", lambda: _ordering(sites))
 
 
 def _ordering(sites: TrainingSites) -> ModelOrdering | NoModelOrdering:
@@ -200,7 +200,7 @@ def engine_orderings(sites: TrainingSites) -> tuple[ModelOrdering, ...] | NoMode
     """One ordering per trained model: the one model's, or, for several models that each have an
     optimizer of their own (a GAN's generator and discriminator), one per model, all placed after
     the same statement (the latest of their own places, in one block). Computed once."""
-    return sites.index.derived("engine_orderings", lambda: _engine_orderings(sites))  # type: ignore[no-any-return]
+    return sites.index.derived("engine_orderings", lambda: _engine_orderings(sites))
 
 
 def _engine_orderings(sites: TrainingSites) -> tuple[ModelOrdering, ...] | NoModelOrdering:

@@ -106,11 +106,11 @@ def _pair_bodies(cst_body: list[cst.BaseStatement], ast_body: list[ast.stmt], st
 def _pair_compound(statement: cst.CSTNode, node: ast.AST, starts: dict) -> None:  # type: ignore[type-arg]
     body = getattr(statement, "body", None)
     if isinstance(body, cst.IndentedBlock) and hasattr(node, "body"):
-        _pair_bodies(list(body.body), node.body, starts)  # type: ignore[attr-defined]
+        _pair_bodies(list(body.body), node.body, starts)
     orelse = getattr(statement, "orelse", None)
     if isinstance(orelse, cst.If) and getattr(node, "orelse", None):
-        starts[orelse] = (node.orelse[0].lineno, node.orelse[0].col_offset + 1)  # type: ignore[attr-defined]
-        _pair_compound(orelse, node.orelse[0], starts)  # type: ignore[attr-defined]
+        starts[orelse] = (node.orelse[0].lineno, node.orelse[0].col_offset + 1)
+        _pair_compound(orelse, node.orelse[0], starts)
     elif isinstance(orelse, cst.Else) and isinstance(orelse.body, cst.IndentedBlock):
         _pair_bodies(list(orelse.body.body), getattr(node, "orelse", []), starts)
     if isinstance(statement, (cst.Try, cst.TryStar)) and isinstance(node, (ast.Try, ast.TryStar)):

@@ -76,4 +76,4 @@ def moved_names(index: ScriptIndex, site: ModelSite) -> list[ModelSite]:
 def _call_of(index: ScriptIndex, use: AttributeUse) -> cst.Call | None:
     """The call whose function is the attribute `use` (`model.state_dict` -> `model.state_dict()`)."""
     calls = index.derived("call_of_func", lambda: {c.node.func: c.node for c in reversed(index.calls)})
-    return calls.get(use.node)  # type: ignore[no-any-return]
+    return calls.get(use.node)

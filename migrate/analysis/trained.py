@@ -128,7 +128,7 @@ def _held(index: ScriptIndex, expr: cst.BaseExpression, scope: Scope, depth: int
     owners = [
         Owner(owner, scope, call)
         for call in calls_in(expr)
-        if _is_parameters_call(call) and (owner := spell(call.func.value)) is not None  # type: ignore[attr-defined]
+        if _is_parameters_call(call) and (owner := spell(call.func.value)) is not None
     ]
     if depth >= MAX_DEPTH:
         return owners
@@ -143,7 +143,7 @@ def _grown(index: ScriptIndex, name: str, scope: Scope) -> list[Owner]:
     """`params += list(m.parameters())`, `params.extend(m.parameters())` in the same scope."""
     owners: list[Owner] = []
     for value in _grown_values(index, scope).get(name, ()):
-        owners.extend(Owner(o, scope, c) for c in calls_in(value) if _is_parameters_call(c) and (o := spell(c.func.value)))  # type: ignore[attr-defined]
+        owners.extend(Owner(o, scope, c) for c in calls_in(value) if _is_parameters_call(c) and (o := spell(c.func.value)))
     return owners
 
 
@@ -526,7 +526,7 @@ def untrained(index: ScriptIndex, spelling: str, scope: Scope, binding: Binding,
         if method == "load_state_dict" and receiver == home and call.node.args:
             source = next((c for c in calls_in(call.node.args[0].value) if isinstance(c.func, cst.Attribute)
                            and c.func.attr.value == "state_dict"), None)
-            if source is not None and spell(source.func.value) not in (None, home):  # type: ignore[union-attr]
+            if source is not None and spell(source.func.value) not in (None, home):
                 return "copied from another module"
     loops = index.memo("for_loops")
     if "all" not in loops:
@@ -552,7 +552,7 @@ def _under_no_grad(index: ScriptIndex, call: CallSite) -> bool:
 
 def _parameters_of(expr: cst.BaseExpression, home: str) -> bool:
     """`home.parameters()`, or `zip(a.parameters(), home.parameters())`."""
-    return any(_is_parameters_call(c) and spell(c.func.value) == home for c in calls_in(expr))  # type: ignore[attr-defined]
+    return any(_is_parameters_call(c) and spell(c.func.value) == home for c in calls_in(expr))
 
 
 def _owners_in_file(index: ScriptIndex) -> list[Owner]:
@@ -564,7 +564,7 @@ def _owners_in_file(index: ScriptIndex) -> list[Owner]:
             if (call.name or "").startswith("torch.optim.") and "lr_scheduler" not in (call.name or ""):
                 owners.extend(optimizer_owners(index, call.node, call.place.scope) or [])
         known["all"] = owners
-    return known["all"]  # type: ignore[no-any-return]
+    return known["all"]
 
 
 def parameter_free(index: ScriptIndex, binding: Binding) -> bool:

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 import libcst as cst
 
 from migrate.analysis.index import Binding, Scope, ScriptIndex, spell
-from migrate.analysis.models import SELF_RETURNING, home_binding
+from migrate.analysis.homes import home_binding
+from migrate.analysis.models import SELF_RETURNING
 from migrate.analysis.sites import ModelSite
 from migrate.analysis.trained import calls_of
 from migrate.analysis.training import argument

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from migrate.analysis.index import Scope
-from migrate.analysis.loaders import find_epoch_loops, step_loops
+from migrate.analysis.loaders import DATA_LOADERS, find_epoch_loops, step_loops
 from migrate.analysis.training import backward_calls, callers_of, training_scopes
 from migrate.check import rules_data, rules_state
 from migrate.check.facts import Hit, Script, parse_script
@@ -34,7 +34,7 @@ class Edits:
     prepend: dict[int, list[str]] = field(default_factory=dict)  # id of an indented block -> statements
     before: dict[int, list[str]] = field(default_factory=dict)  # id of a statement -> statements before it
     append_module: list[str] = field(default_factory=list)
-    fixed: list[tuple[cst.CSTNode, str, str]] = field(default_factory=list)  # (node, code, what was done)
+    fixed: list[tuple[cst.CSTNode | None, str, str]] = field(default_factory=list)  # (node, code, what was done)
 
 
 def fix_source(code: str, path: str = "train.py", codes: tuple[str, ...] = FIXABLE) -> tuple[str, list[tuple[int, int, str, str]]]:
@@ -58,7 +58,7 @@ def fix_source(code: str, path: str = "train.py", codes: tuple[str, ...] = FIXAB
 
 def _drop_shuffle(script: Script, edits: Edits) -> None:
     for hit in rules_data.shuffle_beside_sampler(script):
-        parent = next((a for c in script.calls_to(*rules_data.DATA_LOADERS) for a in c.node.args if a.value is hit.node), None)
+        parent = next((a for c in script.calls_to(*DATA_LOADERS) for a in c.node.args if a.value is hit.node), None)
         if parent is not None and parent.keyword is not None:
             edits.dropped_args.add(id(parent))
             edits.fixed.append((hit.node, "DC202", "dropped shuffle=True (the sampler shuffles)"))
@@ -93,7 +93,7 @@ def _loader_of(script: Script, hit: Hit) -> str | None:
 def _add_destroy(script: Script, edits: Edits) -> None:
     for hit in rules_state.process_group_kept(script):
         dist = next((local for local, full in script.index.imports.items() if full == "torch.distributed"), None)
-        site = script.index.call_site(hit.node)  # type: ignore[arg-type]
+        site = script.index.call_site(hit.node)
         if dist is None or site is None:
             return
         line = f"{dist}.destroy_process_group()"
@@ -101,7 +101,8 @@ def _add_destroy(script: Script, edits: Edits) -> None:
         if scope.is_module:
             edits.append_module.append(line)
         else:
-            body = scope.node.body  # type: ignore[union-attr]
+            assert isinstance(scope.node, (cst.FunctionDef, cst.ClassDef))  # not the module: a def
+            body = scope.node.body
             last = body.body[-1]
             returns = isinstance(last, cst.SimpleStatementLine) and isinstance(last.body[0], cst.Return)
             (edits.before.setdefault(id(last), []) if returns else edits.prepend.setdefault(-id(body), [])).append(line)

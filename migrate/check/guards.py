@@ -21,7 +21,7 @@ from migrate.analysis.training import callers_of
 from migrate.check.facts import Script
 
 RANK_TEXT = re.compile(r"rank|process_index", re.IGNORECASE)
-MAIN_WORDS = re.compile(r"master|main_process|is_main|^main$|rank_?0|rank_zero|global_zero|is_root|chief|is_first",
+MAIN_WORDS = re.compile(r"master|main_process|is_main|is_primary|^main$|rank_?0|rank_zero|global_zero|is_root|chief|is_first",
                         re.IGNORECASE)
 DISTRIBUTED_WORDS = re.compile(r"^(ddp|distributed|is_distributed|use_ddp|is_initialized|multiprocessing_distributed)$",
                                re.IGNORECASE)

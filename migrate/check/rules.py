@@ -36,7 +36,7 @@ RULES: tuple[Rule, ...] = (
     Rule("DC304", "error", "Horovod: an optimizer not wrapped in hvd.DistributedOptimizer", rules_horovod.optimizer_not_wrapped),
     Rule("DC401", "warning", "print or log below ERROR on every rank (not under a rank-0 guard)",
          rules_ranks.output_on_every_rank),
-    Rule("DC402", "warning", "torch.save or a file opened for writing on every rank (not under a rank-0 guard)",
+    Rule("DC402", "warning", "torch.save, a saved figure or a file opened for writing on every rank (not under a rank-0 guard)",
          rules_ranks.writes_on_every_rank),
     Rule("DC501", "error", "a collective (barrier, all_reduce, a wrapped model's forward, a state-dict gather, "
          "save_checkpoint) under a rank-0 guard: the job hangs", rules_ranks.collective_on_rank_zero),

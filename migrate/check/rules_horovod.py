@@ -140,11 +140,21 @@ def optimizer_not_wrapped(script: Script) -> Iterator[Hit]:
 
 def _bound_to(script: Script, call: CallSite) -> set[str]:
     """The names an optimizer call ends up in: its own targets, or, when a function of the script
-    returns it (`def make_optimizer(m): return SGD(...)`), the targets of that function's calls."""
+    returns it (`def make_optimizer(m): return SGD(...)`, or `opt = SGD(...); ...; return opt`),
+    the targets of that function's calls."""
     names = set(script.index.targets_of(call.node))
     returned = isinstance(call.place.stmt, cst.SimpleStatementLine) and any(
         isinstance(small, cst.Return) and small.value is call.node for small in call.place.stmt.body)
+    returned = returned or _returns_a_name(call.place.scope.node, names)
     if returned and not call.place.scope.is_module:
         for caller in callers_of(script.index, call.place.scope):
             names |= set(script.index.targets_of(caller.node))
     return names
+
+
+def _returns_a_name(function: cst.CSTNode, names: set[str]) -> bool:
+    """Whether `function` (a def) has a `return NAME` of one of `names`."""
+    if not isinstance(function, cst.FunctionDef):
+        return False
+    return any(isinstance(node, cst.Return) and isinstance(node.value, cst.Name) and node.value.value in names
+               for node in descendants(function.body))

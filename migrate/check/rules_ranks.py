@@ -75,19 +75,25 @@ def _logs(script: Script) -> list[CallSite]:
     return found
 
 
+FIGURE_SAVES = ("matplotlib.pyplot.savefig",)
+
+
 def writes_on_every_rank(script: Script) -> Iterator[Hit]:
-    """DC402: torch.save and open(..., "w") outside any rank-0 guard, to a path that is not per rank."""
+    """DC402: torch.save, open(..., "w") and matplotlib's savefig outside any rank-0 guard, to a path
+    that is not per rank."""
     if not script.initialises:
         return
     for call, name in script.named_calls:
         path = argument(call.node, "f", 1) if name == "torch.save" else _written_path(call.node, name)
+        if name in FIGURE_SAVES:
+            path = argument(call.node, "fname", 0)
         if path is None or RANK_TEXT.search(script.text(path)) or _not_per_rank(script, call):
             continue
         if _only_emptied(script, call):
             yield Hit(call.node, "a file emptied on every rank: each process truncates the same file, and one that "
                       "gets there after rank 0 began writing it wipes those lines; empty it under `if rank == 0:`")
             continue
-        what = "torch.save" if name == "torch.save" else "a file opened for writing"
+        what = "torch.save" if name == "torch.save" else "a figure saved" if name in FIGURE_SAVES else "a file opened for writing"
         yield Hit(call.node, f"{what} on every rank: every process writes the same file at once (a torn or "
                   "half-written checkpoint); write under `if rank == 0:`, after any gather every rank joins")
 

@@ -120,7 +120,7 @@ def _shard(ctx: Context, site: LoaderSite) -> bool | None:
     unpacked = _unpacked_kwargs(call)
     known = _dict_keys(ctx, unpacked, site.call.place.scope) if unpacked is not None else set()
     if known is not None and known & {"sampler", "batch_sampler"}:
-        ctx.report("MIG102", f"this DataLoader gets a sampler through `**{ctx.code(unpacked)}`, kept as is: every rank "  # type: ignore[arg-type]
+        ctx.report("MIG102", f"this DataLoader gets a sampler through `**{ctx.code(unpacked)}`, kept as is: every rank "
                    "will read all of it; shard it by rank", call)
         return None
     dataset_code = ctx.code(dataset.value)

@@ -112,7 +112,7 @@ def _rewrite(ctx: Context, crossing: Crossing) -> None:
     spelled = ctx.code(crossing.calls[0].func)
     own = crossing.own.model.spelling
     for call in crossing.calls:
-        ctx.plan.replace_with(call.func, cst.Attribute(value=call.func, attr=cst.Name("module")))  # type: ignore[arg-type]
+        ctx.plan.replace_with(call.func, cst.Attribute(value=call.func, attr=cst.Name("module")))
     first = min((_top(ctx, call, block) for call in crossing.calls), key=block.body.index)
     why = (f"{own}'s backward must not reach {spelled}'s engine: {spelled} runs as its plain module here, and its "
            f"weights take no gradient (the original clears them before {spelled}'s next step anyway)")

@@ -37,8 +37,8 @@ from migrate.analysis.index import free_name, spell
 from migrate.analysis.trained import calls_of, optimizer_owners
 from migrate.analysis.training import argument
 from migrate.analysis.upstream import upstream
-from migrate.steps.base import Context, statements
-from migrate.steps.wrap_model import WRAPPER_SAFE, remove_data_parallel, report_unwrapped_model, without_module
+from migrate.steps.base import WRAPPER_SAFE, Context, statements
+from migrate.steps.wrap_model import remove_data_parallel, report_unwrapped_model, without_module
 
 FSDP = "torch.distributed.fsdp"
 # what an nn.Module answers itself after fully_shard, besides forward: no registration needed

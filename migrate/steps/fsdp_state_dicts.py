@@ -11,6 +11,10 @@ After `fully_shard` each rank holds a shard of every weight (a DTensor), so:
   `optimizer.load_state_dict(sd)` `set_optimizer_state_dict(model, optimizer, sd, ...)`, with
   `broadcast_from_rank0=True`: rank 0's copy is sent to every rank, which then keeps its shard.
   That loads a file every rank read as well as weights only rank 0 gathered (`best = model.state_dict()`).
+- `weights = lambda: model.state_dict()` gathers in the lambda, each time it is called, and each
+  call runs on every rank above the rank-0 save that holds it (`weights_state = weights()`); a lambda
+  whose calls cannot all be found (handed on, not bound to a name) leaves the file unchanged (MIG303).
+  A function (`def snapshot(): return model.state_dict()`) gathers inside, where the read is.
 - The same in this file's functions the sharded model and its optimizer are handed to after the
   shard, under their names there (`def resume(net, opt, path): net.load_state_dict(...)`, called
   as `resume(model, optimizer, path)` below the shard, which the shard step may have moved above
@@ -26,15 +30,15 @@ from __future__ import annotations
 
 import libcst as cst
 
-from migrate.analysis.index import AttributeUse, Scope, read_names, spell
+from migrate.analysis.index import AttributeUse, Scope, free_name, read_names, spell
 from migrate.analysis.models import aliases, is_after
 from migrate.analysis.sites import ModelSite
-from migrate.analysis.state_dicts import earlier_names, model_state_dicts, moved_names
+from migrate.analysis.state_dicts import StateDictRead, earlier_names, model_state_dicts, moved_names
 from migrate.analysis.trained import calls_of
 from migrate.analysis.training import argument
 from migrate.steps.base import Context, expression, statement, statements
 from migrate.steps.gathers import outside_open_files, outside_rank_guards, report_gather_on_some_ranks
-from migrate.steps.wrap_model import load_former_data_parallel_keys, saved_module
+from migrate.steps.wrap_model import StateLambda, lambda_shown, load_former_data_parallel_keys, saved_module, state_lambda
 
 CHECKPOINT = "torch.distributed.checkpoint.state_dict"
 GATHER = "full_state_dict=True, cpu_offload=True"
@@ -63,6 +67,10 @@ def _gather_model(ctx: Context, site: ModelSite) -> None:
     for read in model_state_dicts(ctx.index, site):
         get = ctx.imported(CHECKPOINT, "get_model_state_dict")
         gathered = f"{get}({read.owner}, options={_options(ctx, GATHER)})"
+        held = state_lambda(ctx, read.stmt, read.call)
+        if held is not None:
+            _gather_in_lambda(ctx, site, read, held, gathered)
+            continue
         if _assigned_alone(read.stmt, read.call) and _gather_place(ctx, read.stmt) is read.stmt \
                 and not _data_parallel_keys(ctx, site, read.call):
             ctx.plan.replace_with(read.call, expression(gathered))  # `ckp = model.state_dict()`: gathered right there
@@ -74,6 +82,36 @@ def _gather_model(ctx: Context, site: ModelSite) -> None:
             ctx.plan.insert_before(anchor, [statement(f'{variable} = {{f"module.{{key}}": value for key, value in {variable}.items()}}'
                                               "  # the keys nn.DataParallel saved\n")])
         ctx.plan.replace_with(read.call, cst.Name(variable))
+
+
+def _gather_in_lambda(ctx: Context, site: ModelSite, read: StateDictRead, held: StateLambda, gathered: str) -> None:
+    """`weights = lambda: model.state_dict()`: the lambda gathers each time it is called, and each call
+    runs on every rank, above the rank-0 guard of the save that holds it (`weights_state = weights()`,
+    then `torch.save(weights_state, path)` on rank 0). A lambda whose calls cannot all be found (handed
+    on, returned, not bound to a name) leaves the file unchanged (MIG303): a gather written once where
+    it stands would save the weights of that moment, and one left in it would run on rank 0 alone."""
+    if not held.traced:
+        where = "not bound to a name" if held.name is None else f"`{held.name}` is handed on or bound again " \
+            f"(line {ctx.position(held.escape)[0] if held.escape is not None else '?'})"
+        ctx.report("MIG303", f"{lambda_shown(ctx, held)} reads `{read.owner}`'s sharded weights each time it is called, "
+                   f"and the conversion cannot find every call ({where}): every rank must gather at each call, above "
+                   "rank 0's save; call get_model_state_dict on every rank there by hand, or write it as a function "
+                   "of this file called by name; the file is left unchanged", held.node)
+        ctx.refused = True
+        return
+    if _data_parallel_keys(ctx, site, read.call):
+        gathered = f'{{f"module.{{key}}": value for key, value in {gathered}.items()}}'  # the keys nn.DataParallel saved
+    ctx.plan.replace_with(read.call, expression(gathered))
+    assert held.name is not None
+    used = ctx.index.names_under(ctx.index.module)
+    for call in held.calls:
+        stmt = call.place.stmt
+        if _assigned_alone(stmt, call.node) and _gather_place(ctx, stmt) is stmt:
+            continue  # `best = weights()`: every rank runs it already
+        variable = free_name(f"{held.name}_state", used)
+        gather = statement(f"{variable} = {ctx.code(call.node)}  # every rank gathers; rank 0 gets the full weights\n")
+        _insert_gather(ctx, stmt, gather, site)
+        ctx.plan.replace_with(call.node, cst.Name(variable))
 
 
 def _assigned_alone(stmt: cst.BaseStatement, call: cst.Call) -> bool:

@@ -18,7 +18,8 @@ during backward.
   optimizer holds none; the parameters are already equal). Another shape: MIG402. A construction
   inside the training loop's own function stays refused (MIG402), and so does an optimizer bound
   again by a call this file does not follow (`G, opt = load_resume(G, opt, path)`): MIG402 names
-  that line, and says that leaving the name unbound there converts when the helper hands back the
+  that line (a lone `opt = restore(G, path)`, not handed the optimizer, after its wrap: retired and
+  its new optimizer wrapped, by steps.horovod_rebuilt), and says that leaving the name unbound there converts when the helper hands back the
   optimizer it is given.
 - Accumulation: a recognised `if (step + 1) % n == 0: optimizer.step()` gives
   `backward_passes_per_step=n`; Horovod stops with an error on more passes than it was told.
@@ -49,7 +50,7 @@ from migrate.analysis.index import Scope, descendants, read_names, spell
 from migrate.analysis.sites import ModelSite
 from migrate.analysis.training import argument, calls_in
 from migrate.analysis.trained import Stepped, optimizer_owners
-from migrate.steps.base import Context, expression, statements
+from migrate.steps.base import Context, Wrapper, expression, statements
 from migrate.steps.engine_refusals import rebinding_words
 from migrate.steps.horovod_rebuilt import Rebuild, rebuilds, retire
 from migrate.steps.horovod_synchronize import (
@@ -63,7 +64,7 @@ from migrate.steps.horovod_synchronize import (
 )
 from migrate.steps.rank_divergence import rank_divergent_control
 from migrate.steps.shared_files import some_ranks_only
-from migrate.steps.wrap_model import Wrapper, report_unwrapped_model, wrap_models
+from migrate.steps.wrap_model import report_unwrapped_model, wrap_models
 
 def broadcast_code(ctx: Context, site: ModelSite) -> str:
     hvd = ctx.module_name("horovod.torch", "hvd")
@@ -151,9 +152,10 @@ def _after_model_changes(ctx: Context, optimizer: Wrapped) -> None:
 
 
 def _uses(optimizer: Wrapped, stmt: cst.BaseStatement) -> bool:
-    """`stmt` reads the optimizer (`scheduler = StepLR(optimizer)`)."""
+    """`stmt` reads the optimizer (`scheduler = StepLR(optimizer)`) or binds it again (`if args.resume:
+    opt = restore(model, path)`, retired and wrapped again by steps.horovod_rebuilt)."""
     attributes = {spell(n) for n in descendants(stmt) if isinstance(n, cst.Attribute)}
-    return bool(optimizer.spellings & (read_names(stmt) | attributes))
+    return bool(optimizer.spellings & (read_names(stmt) | attributes)) or _binds_any(stmt, optimizer.spellings)
 
 
 def _broadcastable(ctx: Context, wrapped: list[Wrapped]) -> bool:
@@ -514,19 +516,44 @@ def _wrap_rebuild(ctx: Context, optimizer: Wrapped, rebuild: Rebuild, several: b
                "Horovod cannot take that one's gradient hooks off and they would all-reduce under the same names")
     fresh = ("its state is not broadcast: a fresh optimizer holds none, and the parameters are already equal on "
              "every rank")
-    if rebuild.built is None:
+    if rebuild.built is None and not rebuild.returned:
         ctx.report("MIG401", f"`{rebuild.target}` is bound again to a new hvd.DistributedOptimizer here; {retired}; "
                    f"{fresh}", rebuild.stmt)
         return
     hvd = ctx.module_name("horovod.torch", "hvd")
-    arguments = _named_parameters(ctx, _as_built(ctx, optimizer, rebuild.built), several)
+    named = optimizer if rebuild.built is None else _as_built(ctx, optimizer, rebuild.built)
+    arguments = _named_parameters(ctx, named, several)
     if optimizer.passes is not None:
         arguments += f", backward_passes_per_step={optimizer.passes}"
+    loads = rebuild.built is None and _helper_loads_state(ctx, rebuild.stmt)
+    broadcast = (f"{hvd}.broadcast_optimizer_state({rebuild.target}, root_rank=0)  # every rank resumes from rank 0's "
+                 "optimizer state\n") if loads else ""
     ctx.plan.insert_after(rebuild.stmt, statements(
-        f"{rebuild.target} = {hvd}.DistributedOptimizer({rebuild.target}{arguments})\n"))
+        f"{rebuild.target} = {hvd}.DistributedOptimizer({rebuild.target}{arguments})\n" + broadcast))
     accumulation = f" (backward_passes_per_step={optimizer.passes})" if optimizer.passes else ""
+    if rebuild.built is None:
+        state = ("the state that call loads is then broadcast from rank 0" if loads
+                 else "its state is what that call gives every rank")
+        ctx.report("MIG401", f"`{rebuild.target}` bound again to the optimizer `{ctx.code(rebuild.stmt.body[0].value)[:60]}` "  # type: ignore[attr-defined]
+                   f"returns is wrapped in hvd.DistributedOptimizer too, over the same parameters' names{accumulation}; "
+                   f"{retired}; {state}", rebuild.stmt)
+        return
     ctx.report("MIG401", f"`{rebuild.target}` built again during training is wrapped in hvd.DistributedOptimizer "
                f"too{accumulation}; {retired}; {fresh}", rebuild.built)
+
+
+def _helper_loads_state(ctx: Context, stmt: cst.BaseStatement) -> bool:
+    """`opt = restore(net, path)`, where `restore` is a function of this file that loads a state
+    dict into the optimizer it returns (`fresh.load_state_dict(...)`; `return fresh`)."""
+    value = getattr(stmt.body[0], "value", None) if isinstance(stmt, cst.SimpleStatementLine) else None
+    name = spell(value.func) if isinstance(value, cst.Call) else None
+    function = ctx.index.functions.get(name or "")
+    if function is None or not isinstance(function.node, cst.FunctionDef):
+        return False
+    body = list(descendants(function.node.body))
+    returned = {node.value.value for node in body if isinstance(node, cst.Return) and isinstance(node.value, cst.Name)}
+    return any(isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "load_state_dict"
+               and isinstance(node.func.value, cst.Name) and node.func.value.value in returned for node in body)
 
 
 def _owner_broadcasts(ctx: Context, optimizer: Wrapped) -> str:

@@ -12,12 +12,16 @@ its hooks then only count down and never all-reduce again. A torch optimizer bui
 wrapped after it like the first construction (by steps.horovod_optimizers: its own named parameters,
 the same backward_passes_per_step; steps.scale_lr scales its learning rate like every
 construction's); a call of the function that returns the wrapped construction already returns a
-wrapped optimizer. The new optimizer's state is not broadcast: a fresh optimizer holds none, and the
+wrapped optimizer. A name bound again, after its wrap, to what another call returns without being
+handed the optimizer (`if args.resume: gen_opt = restore(gen, path)`, a helper that builds and loads
+a new one) is retired and the new one wrapped after the line with the first one's named parameters:
+Horovod hooks the parameters when it wraps, so the first wrapper all-reduces on every backward even
+if it never steps. A call handed the optimizer (`opt = Lookahead(opt)`) returns what it was given. The new optimizer's state is not broadcast: a fresh optimizer holds none, and the
 parameters are already equal on every rank. The replaced optimizer (and its state) stays alive
 through its hooks.
 
 A rebinding in another shape (not one `name = ...` line, a value this file cannot follow, nothing
-wrapped bound to the name before it, the method also called from `__init__`) leaves the file
+wrapped bound to the name before it (`if args.resume: opt = restore(...)` `else: opt = Adam(...)`), the method also called from `__init__`) leaves the file
 unchanged (MIG402), since the new optimizer would average nothing and the ranks would drift apart.
 """
 
@@ -27,7 +31,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from migrate.analysis.index import Binding, Scope, spell
+from migrate.analysis.index import Binding, Scope, descendants, spell
 from migrate.analysis.trained import calls_of
 from migrate.steps.base import Context, statements
 from migrate.steps.horovod_synchronize import Wrapped
@@ -42,6 +46,7 @@ class Rebuild:
     stmt: cst.SimpleStatementLine  # `self.optimizer = SGD(...)`, `optimizer = rebuild(model, lr)`
     target: str  # the name it rebinds, as the line spells it
     built: cst.Call | None  # the torch optimizer the line builds (to wrap after it); None: the wrapping function's call
+    returned: bool = False  # a helper's new optimizer (`restore(gen, path)`): wrapped after it like the first one
 
 
 def rebuilds(ctx: Context, optimizer: Wrapped) -> list[Rebuild] | None:
@@ -92,6 +97,7 @@ def _rebindings(ctx: Context, optimizer: Wrapped, scope: Scope,
             if binding.place.scope is scope or id(value) in known or _no_optimizer(value):
                 continue
             found.append((binding.place.stmt, spelling, value))
+    found.extend(_helper_rebindings(ctx, optimizer, scope, builder))
     if builder is None:
         return found
     calls = calls_of(ctx.index, builder)
@@ -104,6 +110,30 @@ def _rebindings(ctx: Context, optimizer: Wrapped, scope: Scope,
             continue
         found.append((stmt, target, call.node))
     return found
+
+
+def _helper_rebindings(ctx: Context, optimizer: Wrapped, scope: Scope,
+                       builder: Scope | None) -> list[tuple[cst.BaseStatement, str | None, cst.BaseExpression | None]]:
+    """`gen_opt = restore(gen, args.resume)`: the name the construction binds, bound again in its
+    function to what a call returns that is no torch optimizer and not the wrapping function's, and
+    that is not handed the optimizer (`opt = Lookahead(opt)` returns what it wraps)."""
+    stmt = ctx.index.statement_holding(optimizer.built)
+    name = _assigned_name(stmt, optimizer.built)
+    if name is None or "." in name:
+        return []
+    constructions = {id(call.node) for call in ctx.sites.optimizers}
+    known = {id(b) for b in (optimizer.built, *optimizer.alternatives)} | constructions
+    found: list[tuple[cst.BaseStatement, str | None, cst.BaseExpression | None]] = []
+    for binding in ctx.index.bindings_of_in(name, scope):
+        value = binding.value
+        if (isinstance(value, cst.Call) and id(value) not in known and not _calls(ctx, value, builder)
+                and not _handed(value, name)):
+            found.append((binding.place.stmt, name, value))
+    return found
+
+
+def _handed(call: cst.Call, name: str) -> bool:
+    return any(isinstance(n, cst.Name) and n.value == name for n in descendants(call))
 
 
 def _no_optimizer(value: cst.BaseExpression | None) -> bool:
@@ -133,9 +163,12 @@ def _safe(ctx: Context, optimizer: Wrapped, builder: Scope | None, stmt: cst.Bas
         return None
     constructions = {id(call.node) for call in ctx.sites.optimizers}
     built = value if isinstance(value, cst.Call) and id(value) in constructions else None
-    if built is None and not _calls(ctx, value, builder):
+    returned = built is None and not _calls(ctx, value, builder) and "." not in target
+    if built is None and not _calls(ctx, value, builder) and not returned:
         return None
-    return Rebuild(stmt=stmt, target=target, built=built) if _bound_before(ctx, optimizer, builder, stmt, target) else None
+    if not _bound_before(ctx, optimizer, builder, stmt, target):
+        return None
+    return Rebuild(stmt=stmt, target=target, built=built, returned=returned)
 
 
 def _calls(ctx: Context, value: cst.BaseExpression | None, builder: Scope | None) -> bool:
@@ -179,10 +212,13 @@ def _refuse(ctx: Context, optimizer: Wrapped, stmt: cst.BaseStatement, target: s
            "the run on the second backward after the switch" if builder is None else
            f"each call of `{builder.name}()` returns a new hvd.DistributedOptimizer, and the one it replaces keeps its "
            "hooks (Horovod cannot take them off), which all-reduce under the same names and stop the run")
+    if builder is None and target is not None and not _bound_before(ctx, optimizer, None, stmt, target):
+        why = ("only the torch optimizer built on another line would be wrapped in hvd.DistributedOptimizer, so where "
+               "this line runs the stepped optimizer's gradients are not averaged and the ranks drift apart")
     ctx.report("MIG402", f"{name} is built again during training (line {line}{where}: "
                f"`{ctx.code(stmt).strip().splitlines()[0][:80]}`): {why}; the conversion handles a rebuild written as "
-               "one line binding the stepped name, `name = <torch optimizer>(...)` or `name = <the function returning "
-               "the wrapped one>(...)`, once a wrapped optimizer is bound to that name (outside loops, or in "
+               "one line binding the stepped name, `name = <torch optimizer>(...)`, `name = <the function returning "
+               "the wrapped one>(...)` or `name = <a helper returning a new optimizer>(...)`, once a wrapped optimizer is bound to that name (outside loops, or in "
                "`__init__`); " + LEFT, stmt)
 
 

@@ -347,7 +347,7 @@ def _reached_names(ctx: Context, backward) -> set[str] | None:  # type: ignore[n
         if earlier and ctx.index.parent_of.get(earlier[-1].place.stmt) is ctx.index.parent_of.get(backward.place.stmt):
             earlier = earlier[-1:]  # rebound in the backward's own block: the last value is the one it reads
         for binding in earlier:
-            pending |= _undetached_names(binding.value)  # type: ignore[arg-type]
+            pending |= _undetached_names(binding.value)
     return reached
 
 

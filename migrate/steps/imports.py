@@ -75,7 +75,7 @@ def _module_level_imports(tree: ast.Module) -> list[ast.Import | ast.ImportFrom]
         elif isinstance(node, ast.stmt) and not isinstance(node, _SCOPES):
             blocks = [c for c in ast.iter_child_nodes(node) if isinstance(c, (ast.stmt, ast.excepthandler, ast.match_case))]
             stack.extend(reversed(blocks))
-        elif isinstance(node, (ast.excepthandler, ast.match_case)):
+        elif isinstance(node, (ast.ExceptHandler, ast.match_case)):  # ExceptHandler: the one kind of excepthandler
             stack.extend(reversed(node.body))
     return found
 

@@ -1,5 +1,7 @@
-"""The runtime's setup once, first thing in the entry point, and its teardown once at its end.
-What they are is the target's (migrate.runtime); where they go is decided here for all targets.
+"""The runtime's setup once, first thing in the entry point, and its teardown on every way out of
+it after setup: before each `return` from there on, and at its end when the end can be reached
+(never after a `while True:` that nothing breaks out of). What they are is the target's
+(migrate.runtime); where they go is decided here for all targets.
 
 When the entry is a function whose caller goes on using the model it returns (`losses, model =
 main()`, then `torch.save(model.state_dict(), path)` in the `__main__` block), the teardown goes
@@ -19,7 +21,7 @@ import re
 
 import libcst as cst
 
-from migrate.analysis.entry import returns_plain_value
+from migrate.analysis.index import child_nodes, descendants
 from migrate.analysis.sites import Entry
 from migrate.analysis.trained import caller_teardown
 from migrate.runtime import Runtime
@@ -77,8 +79,14 @@ def _loop_names(source: str) -> tuple[str, str]:
 
 
 def teardown(ctx: Context) -> None:
-    """The runtime's teardown at the end of the entry: for torch.distributed, `dist.barrier()`
-    then `dist.destroy_process_group()`.
+    """The runtime's teardown on every way out of the entry after setup: for torch.distributed,
+    `dist.barrier()` then `dist.destroy_process_group()`.
+
+    It goes before each `return` of the entry function that comes after setup (an early
+    `if args.test_only: ...; return`, the `return` that ends a `while True:` loop once the step
+    count is reached), and after the entry's last statement only when the end can be reached: never
+    after a `while True:` with no `break` of its own, nor after a `raise`. Not a `try: finally:`: a
+    barrier in a `finally` would also run on an exception, where the other ranks may never reach it.
 
     The barrier keeps every rank alive until rank 0 has written its last files: a launcher that sees
     one rank fail kills the others, mid-write. And torch 2.13 can abort a rank at exit ("terminate
@@ -90,7 +98,6 @@ def teardown(ctx: Context) -> None:
     """
     entry = ctx.sites.entry
     assert entry is not None
-    stop = statements(ctx.spell(ctx.distributed.teardown))
     last = entry.teardown_after
     if last is None:
         return
@@ -98,22 +105,115 @@ def teardown(ctx: Context) -> None:
     if in_caller is not None:
         anchor, after = in_caller
         if after:
-            ctx.plan.insert_after(anchor, stop)
+            ctx.plan.insert_after(anchor, _stop(ctx))
         else:
-            ctx.plan.insert_before(anchor, stop)
+            ctx.plan.insert_before(anchor, _stop(ctx))
         return
-    if entry.teardown_before_return is not None and not returns_plain_value(entry):
-        # `return train(args)`: the value is computed (training runs) before the group goes
-        value = entry.teardown_before_return.value
-        assert value is not None
-        bound = {b.target for b in ctx.index.bindings if b.place.scope is entry.scope}
-        name = "result" if "result" not in bound | set(entry.scope.params) else "returned"
-        ctx.plan.insert_before(last, [statement(f"{name} = {ctx.code(value)}\n"), *stop])
+    for holder, returned in _returns_after_setup(entry):
+        if returned is not entry.teardown_before_return:
+            _before_return(ctx, entry, holder, returned)
+    if entry.teardown_before_return is not None:
+        _before_return(ctx, entry, last, entry.teardown_before_return)
+    elif _can_end(last):
+        ctx.plan.insert_after(last, _stop(ctx))
+
+
+def _stop(ctx: Context) -> list[cst.BaseStatement]:
+    return statements(ctx.spell(ctx.distributed.teardown))
+
+
+def _before_return(ctx: Context, entry: Entry, holder: cst.CSTNode, returned: cst.Return) -> None:
+    """Teardown right before `returned`. `return train(args)` still trains: its value is bound
+    first (`result = train(args)`), then the teardown, then `return result`. A `return` sharing a
+    line with what comes before it (`save(); return`) gets a line of its own."""
+    value = returned.value
+    lines = _stop(ctx)
+    if value is not None and any(isinstance(n, cst.Call) for n in descendants(value)):
+        name = _result_name(ctx, entry)
+        lines = [statement(f"{name} = {ctx.code(value)}\n"), *lines]
         ctx.plan.replace_with(value, expression(name))
-    elif entry.teardown_before_return is not None:
-        ctx.plan.insert_before(last, stop)
+    if isinstance(holder, cst.SimpleStatementSuite):
+        ctx.plan.replace(holder, lambda updated: _unfolded(updated, lines))
+    elif isinstance(holder, cst.SimpleStatementLine) and len(holder.body) > 1:
+        ctx.plan.remove_part(holder, returned)
+        ctx.plan.insert_after(holder, [*lines, cst.SimpleStatementLine(body=[_last(returned)])])
     else:
-        ctx.plan.insert_after(last, stop)
+        assert isinstance(holder, cst.BaseStatement)
+        ctx.plan.insert_before(holder, lines)
+
+
+def _result_name(ctx: Context, entry: Entry) -> str:
+    bound = {b.target for b in ctx.index.bindings if b.place.scope is entry.scope}
+    return "result" if "result" not in bound | set(entry.scope.params) else "returned"
+
+
+def _unfolded(suite: cst.CSTNode, lines: list[cst.BaseStatement]) -> cst.IndentedBlock:
+    """`if done: save(); return` as an indented block, with `lines` before its `return` (another
+    step may have made the block already: `print()` under a rank guard)."""
+    if isinstance(suite, cst.SimpleStatementSuite):
+        suite = cst.IndentedBlock(body=[cst.SimpleStatementLine(body=[_last(small)]) for small in suite.body])
+    assert isinstance(suite, cst.IndentedBlock)
+    body: list[cst.BaseStatement] = []
+    for stmt in suite.body:
+        if isinstance(stmt, cst.SimpleStatementLine) and isinstance(stmt.body[-1], cst.Return):
+            if len(stmt.body) > 1:
+                body.append(stmt.with_changes(body=[*stmt.body[:-2], _last(stmt.body[-2])]))
+            body.extend([*lines, cst.SimpleStatementLine(body=[stmt.body[-1]])])
+        else:
+            body.append(stmt)
+    return suite.with_changes(body=body)
+
+
+def _last(small: cst.BaseSmallStatement) -> cst.BaseSmallStatement:
+    return small.with_changes(semicolon=cst.MaybeSentinel.DEFAULT)
+
+
+def _returns_after_setup(entry: Entry) -> list[tuple[cst.CSTNode, cst.Return]]:
+    """Each `return` of the entry function in the statements from setup on (not those of the
+    functions and classes defined in it), with the line or one-line suite that holds it."""
+    if entry.scope.is_module or entry.setup_before is None:
+        return []
+    body = list(entry.block.body)
+    found: list[tuple[cst.CSTNode, cst.Return]] = []
+    for stmt in body[body.index(entry.setup_before):]:
+        found.extend(_returns_in(stmt))
+    return found
+
+
+def _returns_in(node: cst.CSTNode) -> list[tuple[cst.CSTNode, cst.Return]]:
+    if isinstance(node, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
+        return [(node, small) for small in node.body if isinstance(small, cst.Return)]
+    if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.BaseExpression)):
+        return []
+    return [found for child in child_nodes(node) for found in _returns_in(child)]
+
+
+def _can_end(stmt: cst.BaseStatement) -> bool:
+    """Whether running `stmt` can go on to what follows it: not after `raise`, nor after a
+    `while True:` that nothing breaks out of."""
+    if isinstance(stmt, cst.SimpleStatementLine):
+        return not any(isinstance(small, cst.Raise) for small in stmt.body)
+    if isinstance(stmt, cst.While) and _always_true(stmt.test):
+        return _breaks_out(stmt.body)
+    return True
+
+
+def _always_true(test: cst.BaseExpression) -> bool:
+    if isinstance(test, cst.Name):
+        return test.value == "True"
+    return isinstance(test, cst.Integer) and test.evaluated_value != 0
+
+
+def _breaks_out(node: cst.CSTNode) -> bool:
+    """A `break` under `node` that leaves the loop `node` is the body of (one in a nested loop's
+    body leaves that loop; one in its `else:` leaves ours)."""
+    if isinstance(node, cst.Break):
+        return True
+    if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.BaseExpression)):
+        return False
+    if isinstance(node, (cst.For, cst.While)):
+        return node.orelse is not None and _breaks_out(node.orelse)
+    return any(_breaks_out(child) for child in child_nodes(node))
 
 
 def _in_the_caller(ctx: Context, entry: Entry) -> tuple[cst.BaseStatement, bool] | None:

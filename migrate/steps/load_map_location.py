@@ -5,6 +5,8 @@ its own device instead.
 
 from __future__ import annotations
 
+from functools import partial
+
 from migrate.steps.base import Context, expression, with_keyword
 from migrate.steps.local_rank_device import device_in
 
@@ -16,4 +18,4 @@ def load_map_location(ctx: Context) -> None:
         if len([a for a in call.node.args if a.keyword is None]) > 1:
             continue
         device = expression(device_in(ctx, call.place.scope))
-        ctx.plan.replace(call.node, lambda updated, d=device: with_keyword(updated, "map_location", d))
+        ctx.plan.replace(call.node, partial(with_keyword, keyword="map_location", value=device))

@@ -15,6 +15,8 @@ rank from the environment, since setup's `local_rank` does not exist yet there.
 
 from __future__ import annotations
 
+from functools import partial
+
 import libcst as cst
 
 from migrate.analysis.devices import (
@@ -31,6 +33,7 @@ from migrate.analysis.devices import (
 )
 from migrate.analysis.entry import runs_in_process_group
 from migrate.analysis.index import Place, Scope
+from migrate.rewrite import with_fields
 from migrate.steps.base import Context, expression, statement
 
 
@@ -48,10 +51,10 @@ def local_rank_device(ctx: Context) -> None:
             target = positional[0]
         else:
             target = expression(device_in(ctx, call.place.scope, call.place.stmt))
-        ctx.plan.replace(call.node, lambda updated, t=target: _cuda_to_to(updated, t))
+        ctx.plan.replace(call.node, partial(_cuda_to_to, device=target))
     for call, arg in numbered_device_arguments(ctx.index):
         device = expression(device_in(ctx, call.place.scope, call.place.stmt))
-        ctx.plan.replace(arg, lambda updated, d=device: updated.with_changes(value=d))
+        ctx.plan.replace(arg, with_fields(value=device))
     _remove_set_device(ctx)
 
 
@@ -67,9 +70,9 @@ def _is_device_name(ctx: Context, node: cst.BaseExpression, scope: Scope) -> boo
     return any(b.target == name for b in ctx.sites.device_bindings + _plain_device_bindings(ctx))
 
 
-def _cuda_to_to(call: cst.Call, device: cst.BaseExpression) -> cst.Call:
+def _cuda_to_to(call: cst.CSTNode, device: cst.BaseExpression) -> cst.Call:
     """`x.cuda(...)` -> `x.to(device, <keywords kept>)`."""
-    assert isinstance(call.func, cst.Attribute)
+    assert isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute)
     keywords = [a for a in call.args if a.keyword is not None]
     args = [cst.Arg(device, comma=cst.MaybeSentinel.DEFAULT)] + keywords
     return call.with_changes(func=call.func.with_changes(attr=cst.Name("to")), args=args)
@@ -109,7 +112,7 @@ def _rewrite_torch_device(ctx: Context, call: cst.Call, place: Place, handled: s
     if index is not None:
         if is_plain_cuda(kind.value):
             one = f'{_cuda_of_rank(ctx, place.scope, place.stmt)} if {ctx.torch}.cuda.is_available() else "cpu"'
-            ctx.plan.replace(call, lambda updated, e=expression(one): updated.with_changes(args=[cst.Arg(e)]))
+            ctx.plan.replace(call, with_fields(args=[cst.Arg(expression(one))]))
         return
     _rewrite_device_value(ctx, kind.value, place, handled)
 

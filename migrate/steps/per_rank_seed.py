@@ -93,7 +93,7 @@ def _anchor(ctx: Context, loop: Loop, seeds: list[SeedSource]) -> tuple[cst.Base
             return None, (f"the seed is set in `{scope.name}()`, which the training loop's function "
                           f"`{loop.place.scope.name}()` cannot read and does not call it")
         anchor = _outermost_in(ctx, call.place.stmt, scope)
-    inside = next((s for s in seeds if contains(anchor, lambda n, c=s.call.node: n is c)), None)
+    inside = next((s for s in seeds if contains(anchor, lambda n: n is s.call.node)), None)
     if inside is not None:
         return None, f"the generator is seeded again inside the training loop (line {ctx.position(inside.call.node)[0]})"
     late = _wrapped_late(ctx, anchor)
@@ -131,7 +131,7 @@ def _wrapped_late(ctx: Context, anchor: cst.BaseStatement) -> str:
         where = site.wrap_after or site.wrap_before
         if where is None:
             continue
-        if contains(anchor, lambda n, w=where: n is w) or (
+        if contains(anchor, lambda n: n is where) or (
                 ctx.index.scope_of.get(where) is ctx.index.scope_of.get(anchor) and order.get(where, -1) > order[anchor]):
             return (f"`{site.spelling}` is made (and its weights made equal) at line {ctx.position(where)[0]}, after the "
                     "training loop starts")

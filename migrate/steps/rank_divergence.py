@@ -9,6 +9,8 @@ converted script would hang for certain.
 
 from __future__ import annotations
 
+import libcst as cst
+
 from migrate.analysis.divergence import per_rank_control, reinitialized_after_wrap
 from migrate.analysis.episodes import environment_control
 from migrate.analysis.models import aliases, is_after
@@ -33,5 +35,5 @@ def rank_divergent_control(ctx: Context) -> None:
         ctx.refused = ctx.refused or divergence.hangs
 
 
-def _text(ctx: Context, parts: list) -> str:
+def _text(ctx: Context, parts: list[str | cst.CSTNode]) -> str:
     return "".join(part if isinstance(part, str) else str(ctx.position(part)[0]) for part in parts)

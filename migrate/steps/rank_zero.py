@@ -315,7 +315,7 @@ def _joining_nodes(ctx: Context) -> set[int]:
         return nodes | {id(c.node) for c in ctx.index.calls
                         if isinstance(c.node.func, cst.Attribute) and c.node.func.attr.value == "load_state_dict"}
 
-    return ctx.index.derived("rank_zero_joining_nodes", build)  # type: ignore[no-any-return]
+    return ctx.index.derived("rank_zero_joining_nodes", build)
 
 
 def _joining_functions(ctx: Context) -> set[str]:
@@ -344,7 +344,7 @@ def _joining_functions(ctx: Context) -> set[str]:
             changed = len(joining) != before
         return joining
 
-    return ctx.index.derived("rank_zero_joining_functions", build)  # type: ignore[no-any-return]
+    return ctx.index.derived("rank_zero_joining_functions", build)
 
 
 # Methods of a module that run no forward: everything else called on a model that keeps its class
@@ -370,7 +370,7 @@ def _model_aliases(ctx: Context) -> set[str]:
         sites = [each for site in ctx.sites.models for each in (site, *moved_names(ctx.index, site))]
         return {name for site in sites for name, _scope in aliases(ctx.index, site)}
 
-    return ctx.index.derived("rank_zero_model_aliases", names)  # type: ignore[no-any-return]
+    return ctx.index.derived("rank_zero_model_aliases", names)
 
 
 # Handed a model, these only read or format it (`print(model)` shows its layers): no forward runs.

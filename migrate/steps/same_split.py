@@ -8,6 +8,8 @@ validation samples are another's training samples. A seeded generator makes the 
 
 from __future__ import annotations
 
+from functools import partial
+
 from migrate.analysis.index import CallSite
 from migrate.analysis.training import argument
 from migrate.steps.base import Context, expression, with_keyword
@@ -25,7 +27,7 @@ def same_split(ctx: Context) -> None:
         if argument(call.node, "generator", 2) is not None or _seeded_before(ctx, call, seeds):
             continue
         generator = expression(f"{ctx.torch}.Generator().manual_seed({SPLIT_SEED})")
-        ctx.plan.replace(call.node, lambda updated, g=generator: with_keyword(updated, "generator", g))
+        ctx.plan.replace(call.node, partial(with_keyword, keyword="generator", value=generator))
         ctx.report("MIG004", f"random_split gets a seeded generator (seed {SPLIT_SEED}) so that every rank splits "
                    "the data the same way; the split differs from the original's unseeded one", call.node)
 

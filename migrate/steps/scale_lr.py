@@ -17,6 +17,7 @@ import libcst as cst
 
 from migrate.analysis.index import CallSite, descendants, free_name, spell
 from migrate.analysis.training import argument, callee_scope
+from migrate.rewrite import with_fields
 from migrate.steps.base import Context, expression, statements
 
 # findings that say the training data is not split across the ranks
@@ -260,7 +261,7 @@ def _scale(ctx: Context, arg: cst.Arg | cst.DictElement | cst.Element, world: st
     if _binds_looser_than_times(arg.value):
         value = f"({value})"  # `a + b` scales as a whole, `x if c else y` in both branches
     scaled = expression(f"{value} * {world}")
-    ctx.plan.replace(arg, lambda updated, s=scaled: updated.with_changes(value=s))
+    ctx.plan.replace(arg, with_fields(value=scaled))
 
 
 def _assigned_whole(call: CallSite) -> bool:

@@ -479,7 +479,7 @@ def _destructive_runs(ctx: Context) -> list[list[cst.BaseStatement]]:
         seen_blocks.add(id(block))
         run: list[cst.BaseStatement] = []
         kinds: list[str] = []
-        for inner in list(block.body) + [None]:  # type: ignore[list-item]
+        for inner in list(block.body) + [None]:
             kind = _fs_call(ctx, inner) if inner is not None else None
             if run and (kind is None or getattr(inner, "leading_lines", ())):  # a blank line ends a run too
                 if "destroy" in kinds:

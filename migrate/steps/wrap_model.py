@@ -6,7 +6,8 @@ wrap takes `module.` off the keys.
 
 After the wrap, the user's own module is reached through `.module`: state dicts (so
 checkpoints keep plain keys and load into the original script), attributes such as
-`model.num_classes`, custom methods, copies (`copy.deepcopy(model)`: an evaluation or EMA
+`model.num_classes`, custom methods, items of a model that is a container (`model[0]`,
+`model[-1].weight` of an nn.Sequential: the wrapper cannot be indexed), copies (`copy.deepcopy(model)`: an evaluation or EMA
 copy is a copy of the module, not a second wrapper), and the model handed to a function of
 another module of the script's folder that reads its attributes (`evaluate(model, loader)` reading
 `net.n_classes`; that module is not edited; inside the training loop this is reported instead). Custom methods called while training bypass the
@@ -20,7 +21,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from migrate.analysis.index import AttributeUse, spell
+from migrate.analysis.index import AttributeUse, CallSite, child_nodes, descendants, spell
 from migrate.analysis.training import calls_in
 from migrate.analysis.models import SELF_RETURNING, ForeignReads, aliases, foreign_reads, is_after, unwrapped_too
 from migrate.analysis.sites import ModelSite
@@ -185,7 +186,7 @@ def _remove_wrap(ctx: Context, stmt: cst.BaseStatement, wrap: cst.Call | None) -
     if holder is None or alone and isinstance(stmt, cst.If) and stmt.orelse is None:
         ctx.plan.remove(stmt)
     else:
-        ctx.plan.remove_part(stmt, wrap)  # type: ignore[arg-type]
+        ctx.plan.remove_part(stmt, wrap)
 
 
 def _drop_emptied_else(ctx: Context, stmt: cst.BaseStatement, removed: list[cst.BaseStatement]) -> None:
@@ -218,6 +219,7 @@ def unwrap_later_uses(ctx: Context, site: ModelSite, safe: frozenset[str] = WRAP
         if use.node.attr.value in safe:
             continue
         _through_module(ctx, use, maybe_unwrapped=(use.owner, use.place.scope.name) in mixed)
+    _subscripts_through_module(ctx, site, names)
     _copies_through_module(ctx, site, names)
     _helpers_through_module(ctx, site, names, safe)
     if not route_saves:
@@ -227,6 +229,36 @@ def unwrap_later_uses(ctx: Context, site: ModelSite, safe: frozenset[str] = WRAP
         spelled = index.qualify(first) if first is not None else None
         if spelled and (spelled, call.place.scope.name) in names and is_after(index, call.place.stmt, site):
             ctx.plan.replace_with(first, expression(f"{spelled}.module"))
+
+
+def _subscripts_through_module(ctx: Context, site: ModelSite, names: set[tuple[str, str]]) -> None:
+    """`model[0]`, `model[-1].weight`, `model["head"]` after the wrap (an nn.Sequential, ModuleList or
+    ModuleDict model): the wrapper is not indexable (TypeError), so they index `model.module`."""
+    index = ctx.index
+    mixed = unwrapped_too(index, site)
+    for stmt, scope in index.scope_of.items():
+        for node in _own_nodes(stmt):
+            if not isinstance(node, cst.Subscript):
+                continue
+            place = (spell(node.value), scope.name)
+            if place not in names or not is_after(index, stmt, site):
+                continue
+            code = ctx.code(node.value)
+            reached = f'getattr({code}, "module", {code})' if place in mixed else f"{code}.module"
+            ctx.plan.replace_with(node.value, expression(reached))
+
+
+def _own_nodes(stmt: cst.BaseStatement) -> list[cst.CSTNode]:
+    """The nodes of `stmt` itself: a compound statement's header and one-line body, not the
+    statements of its indented blocks (each is a statement of its own)."""
+    found: list[cst.CSTNode] = []
+    pending: list[cst.CSTNode] = [stmt]
+    while pending:
+        node = pending.pop()
+        found.append(node)
+        pending.extend(child for child in child_nodes(node)
+                       if not isinstance(child, (cst.IndentedBlock, cst.BaseCompoundStatement)))
+    return found
 
 
 def _copies_through_module(ctx: Context, site: ModelSite, names: set[tuple[str, str]]) -> None:
@@ -313,3 +345,79 @@ def _through_module(ctx: Context, use: AttributeUse, maybe_unwrapped: bool = Fal
             "if it computes the loss, route it through forward()",
             use.node,
         )
+
+
+# -- `weights = lambda: model.state_dict()`: weights read each time the lambda is called ----------
+
+@dataclass(frozen=True, eq=False)
+class StateLambda:
+    """A lambda whose body reads the weights (`lambda: model.state_dict()`): the read runs at each
+    call of the lambda, not where it is written, so a sharding target gathers there, on every rank."""
+
+    node: cst.Lambda
+    stmt: cst.BaseStatement  # the statement the lambda is written in
+    name: str | None  # `weights` in `weights = lambda: ...`; None where it is not bound to a name alone
+    calls: list[CallSite]  # every `weights(...)` in the scope it is bound in (nested functions too)
+    escape: cst.CSTNode | None  # a use of the name that is not a call (handed on, returned), or a rebinding
+
+    @property
+    def traced(self) -> bool:
+        """Whether every call of the lambda is known: bound to a name, only ever called."""
+        return self.name is not None and self.escape is None
+
+
+def state_lambda(ctx: Context, stmt: cst.BaseStatement, read: cst.Call) -> StateLambda | None:
+    """The innermost lambda of `stmt` holding the call `read`, with its calls; None when there is none."""
+    lambdas = [node for node in descendants(stmt) if isinstance(node, cst.Lambda)
+               and any(inner is read for inner in descendants(node.body))]
+    if not lambdas:
+        return None
+    node = lambdas[-1]
+    name = _bound_name(stmt, node)
+    scope = ctx.index.scope_of.get(stmt)
+    if name is None or scope is None:
+        return StateLambda(node, stmt, None, [], None)
+    calls: list[CallSite] = []
+    escape: cst.CSTNode | None = None
+    bindings = ctx.index.bindings_of_in(name, scope)
+    if len(bindings) > 1:
+        escape = bindings[1].node
+    targets = {id(target.target) for target in stmt.body[0].targets} if isinstance(stmt, cst.SimpleStatementLine) \
+        and isinstance(stmt.body[0], cst.Assign) else set()
+    funcs = {id(call.node.func): call for call in ctx.index.calls if isinstance(call.node.func, cst.Name)
+             and call.node.func.value == name}
+    for found in descendants(scope.node):
+        if not isinstance(found, cst.Name) or found.value != name or id(found) in targets:
+            continue
+        if id(found) in funcs:
+            calls.append(funcs[id(found)])
+        elif escape is None and _is_read(found, scope.node):
+            escape = found
+    return StateLambda(node, stmt, name, calls, escape)
+
+
+def _bound_name(stmt: cst.BaseStatement, node: cst.Lambda) -> str | None:
+    """`weights` for `weights = lambda: ...` alone on its line."""
+    if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
+        return None
+    assign = stmt.body[0]
+    if not isinstance(assign, cst.Assign) or assign.value is not node or len(assign.targets) != 1:
+        return None
+    target = assign.targets[0].target
+    return target.value if isinstance(target, cst.Name) else None
+
+
+def _is_read(name: cst.Name, root: cst.CSTNode) -> bool:
+    """Whether `name` is a use of the variable, not an attribute's name or a keyword's (`x.weights`, `f(weights=1)`)."""
+    for node in descendants(root):
+        if isinstance(node, cst.Attribute) and node.attr is name or isinstance(node, cst.Arg) and node.keyword is name:
+            return False
+        if isinstance(node, (cst.Param, cst.FunctionDef, cst.ClassDef)) and node.name is name:
+            return False
+    return True
+
+
+def lambda_shown(ctx: Context, held: StateLambda) -> str:
+    """How a finding names the lambda: `weights = lambda: model.state_dict()` (line 12)."""
+    shown = ctx.code(held.stmt).strip() if held.name is not None else ctx.code(held.node)
+    return f"`{shown}` (line {ctx.position(held.node)[0]})"

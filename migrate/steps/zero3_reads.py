@@ -12,6 +12,9 @@ and `torch.inference_mode()` becomes `torch.no_grad()`:
 - `model.load_state_dict(...)` after the engine exists: ZeRO-1/2 undo it at the next step (said),
   ZeRO-3 refuses it (refused at --zero 3);
 - `torch.save(model...)` that pickles the module: the engine's hooks cannot be pickled: refused;
+- `weights = lambda: model.state_dict()` called after the engine exists: the read runs at each call,
+  on the engine and under ZeRO-3 on shards, and no gather fits in a lambda: refused at every stage
+  (a function, `def weights(): return model.state_dict()`, is gathered in by steps.deepspeed_engine);
 - `torch.inference_mode()` around evaluation: the weights ZeRO-3 gathers there become inference
   tensors, and the next training forward fails; `torch.no_grad()` does what evaluation needs.
 """
@@ -27,7 +30,7 @@ from migrate.analysis.training import contains
 from migrate.steps.base import Context, expression, statement
 from migrate.steps.deepspeed_engine import EngineConfig
 from migrate.steps.shared_files import every_rank_reaches
-from migrate.steps.wrap_model import saved_module
+from migrate.steps.wrap_model import lambda_shown, saved_module, state_lambda
 
 PARAMETER_READS = frozenset({"parameters", "named_parameters"})
 NO_GRAD = ("torch.no_grad", "torch.inference_mode")
@@ -43,6 +46,7 @@ def zero3_reads(ctx: Context) -> None:
     for site in sites:
         _report_reads(ctx, site, handled)
         _report_pickled_saves(ctx, site)
+        _refuse_state_lambdas(ctx, site)
     _no_inference_mode(ctx, sites)
 
 
@@ -141,6 +145,33 @@ def _outermost_under_no_grad(ctx: Context, stmt: cst.BaseStatement) -> cst.BaseS
         if isinstance(outer, cst.FunctionDef):
             return None
     return None
+
+
+def _refuse_state_lambdas(ctx: Context, site: ModelSite) -> None:
+    """MIG127, file left unchanged, at `weights = lambda: model.state_dict()` called after the engine
+    exists (or whose calls cannot all be found): the read runs at each call, on the engine (its keys carry
+    `module.`) and under ZeRO-3 on shards, so the gather must run at each call on every rank, which a
+    lambda cannot hold; a gather written where the lambda stands would save the weights of that moment."""
+    index = ctx.index
+    names = aliases(index, site)
+    for use in index.attributes:
+        if use.node.attr.value != "state_dict" or not use.called:
+            continue
+        if (use.owner.removesuffix(".module"), use.place.scope.name) not in names:
+            continue
+        call = next((c for c in index.calls_under(use.place.stmt) if c.func is use.node), None)
+        held = state_lambda(ctx, use.place.stmt, call) if call is not None else None
+        if held is None or held.traced and not any(is_after(index, c.place.stmt, site) for c in held.calls):
+            continue
+        ctx.report("MIG127", f"{lambda_shown(ctx, held)} reads `{ctx.code(use.node.value)}`'s weights each time it is "
+                   "called, and it is called after deepspeed.initialize (or where the conversion cannot follow it): "
+                   "there the engine holds the module (its state_dict() keys carry `module.`) and under ZeRO-3 each "
+                   "rank holds only shards, so every call must gather on every rank, which a lambda cannot hold; write "
+                   f"it as a function of this file (`def {held.name or 'weights'}(): return "
+                   f"{ctx.code(use.node)}()`), which the conversion gathers in, and convert again; the file is left "
+                   "unchanged", held.node)
+        ctx.refused = True
+        return
 
 
 def _report_pickled_saves(ctx: Context, site: ModelSite) -> None:

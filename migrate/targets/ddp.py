@@ -27,7 +27,8 @@ TORCHRUN = torch_distributed(
 def torchrun_launcher(script_path: str, ctx, target: str = "ddp") -> list[Artifact]:  # type: ignore[no-untyped-def]
     """run_<script>_<target>.sh: torchrun on this node with the processes --nproc-per-node asks for
     (migrate.launch renders it, as `migrate launch` does)."""
-    from migrate.launch import LaunchPlan, render
+    from migrate.launch import render
+    from migrate.launch_plan import LaunchPlan
 
     return render(LaunchPlan(target=target, script=script_path, nproc_per_node=ctx.options.nproc_per_node,
                              launcher=launchers.TORCHRUN))

@@ -81,7 +81,8 @@ def deepspeed_artifacts(script_path: str, ctx: Context) -> list[Artifact]:
     """The config, then the launcher (and the hostfile --hosts asks for), rendered by migrate.launch;
     the launcher passes `--no_local_rank` where a module of the script's folder parses its arguments
     (MIG601)."""
-    from migrate.launch import LaunchPlan, render as render_launcher
+    from migrate.launch import render as render_launcher
+    from migrate.launch_plan import LaunchPlan
     from migrate.steps.local_rank_argument import NoLocalRankArgument
 
     config = Artifact(path=config_path(script_path, ctx), text=ds_config_text(ctx))
@@ -106,7 +107,7 @@ def conversion() -> Conversion:
     from migrate.steps.scheduler_checks import plateau_metric
     from migrate.steps.shared_files import shared_files
     from migrate.steps.trained_models import refuse_unwrappable
-    from migrate.steps.wrap_model import WRAPPER_SAFE, Wrapper
+    from migrate.steps.base import WRAPPER_SAFE, Wrapper
     from migrate.steps.zero3_reads import zero3_reads
 
     # deepspeed.initialize (the deepspeed_engine step) wraps; the engine answers these itself

@@ -235,7 +235,8 @@ def _from_model_output(ctx: Context, binding, names: set[tuple[str, str]]) -> bo
 
 def conversion() -> Conversion:
     from migrate.steps.trained_models import refuse_unwrappable
-    from migrate.steps.wrap_model import Wrapper, wrap_models
+    from migrate.steps.base import Wrapper
+    from migrate.steps.wrap_model import wrap_models
 
     wrapper = Wrapper(code=data_parallel_wrap, safe=DATA_PARALLEL_ANSWERS)
     steps = (refuse_unwrappable, model_on_first_gpu, wrap_models, gathered_losses, quick_check_note)

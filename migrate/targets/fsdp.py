@@ -41,7 +41,7 @@ def conversion() -> Conversion:
     from migrate.steps.scheduler_checks import plateau_metric
     from migrate.steps.shared_files import shared_files
     from migrate.steps.trained_models import refuse_unwrappable
-    from migrate.steps.wrap_model import Wrapper
+    from migrate.steps.base import Wrapper
 
     steps = (
         refuse_unwrappable,
@@ -75,7 +75,7 @@ def from_ddp() -> Conversion:
     from migrate.steps.ddp_to_fsdp import ddp_to_fsdp
     from migrate.steps.fsdp_scaler import fsdp_scaler
     from migrate.steps.fsdp_state_dicts import fsdp_state_dicts, refuse_unconverted_state
-    from migrate.steps.wrap_model import Wrapper
+    from migrate.steps.base import Wrapper
 
     return Conversion(steps=(ddp_to_fsdp, fsdp_scaler, fsdp_state_dicts, refuse_unconverted_state),
                       artifacts=functools.partial(torchrun_launcher, target="fsdp"), runtime=TORCHRUN,

@@ -63,7 +63,8 @@ HOROVOD = Runtime(
 
 def horovodrun_launcher(script_path: str, ctx) -> list[Artifact]:  # type: ignore[no-untyped-def]
     """run_<script>_horovod.sh: horovodrun on this node, or on the hosts --hosts names (migrate.launch)."""
-    from migrate.launch import LaunchPlan, render
+    from migrate.launch import render
+    from migrate.launch_plan import LaunchPlan
 
     return render(LaunchPlan(target="horovod", script=script_path, nproc_per_node=ctx.options.nproc_per_node,
                              hosts=ctx.options.hosts, launcher=launchers.HOROVODRUN))

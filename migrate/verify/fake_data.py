@@ -182,7 +182,7 @@ class _MnistFake:
 
         name = type(self).__name__
         key = f"{name}/{getattr(self, 'split', '')}/{split}"
-        dataset = f"{name}/{self.split}" if name == "EMNIST" else name  # type: ignore[attr-defined]
+        dataset = f"{name}/{self.split}" if name == "EMNIST" else name
         images, labels = _stack(key, _size(dataset, split), (28, 28), num_classes or len(self.classes), first_label)
         self.data = torch.from_numpy(images)
         self.targets = torch.from_numpy(labels)
@@ -214,7 +214,7 @@ class _MnistFake:
 class _EmnistFake(_MnistFake):
     def __init__(self, root: Any, split: str, **kwargs: Any) -> None:
         self.split = split
-        self.classes = self.classes_split_dict[split]  # type: ignore[attr-defined]
+        self.classes = self.classes_split_dict[split]
         transform, target_transform = kwargs.get("transform"), kwargs.get("target_transform")
         _vision_init(self, root, transform, target_transform)
         self.train = kwargs.get("train", True)
@@ -424,7 +424,7 @@ class _ImageNetFake(_FolderFake):
 class _LsunFake(_FolderFake):
     def __init__(self, root: Any, classes: Any = "train", transform: Any = None, target_transform: Any = None, **kwargs: Any) -> None:
         _vision_init(self, root, transform, target_transform)
-        self.classes = self._verify_classes(classes)  # type: ignore[attr-defined]
+        self.classes = self._verify_classes(classes)
         split = "train" if all(c.endswith("_train") for c in self.classes) else "test"
         key = f"LSUN/{split}"
         labels = [_label(key, i, len(self.classes)) for i in range(_size("LSUN", split))]

@@ -584,16 +584,16 @@ def _patch_cuda() -> None:
             setattr(memory, name, getattr(torch.cuda, name))
     accelerator = getattr(torch, "accelerator", None)
     if accelerator is not None:
-        accelerator.is_available = lambda: True  # type: ignore[attr-defined]
-        accelerator.device_count = lambda: STATE.count  # type: ignore[attr-defined]
-        accelerator.current_accelerator = lambda check_available=False: torch.device("cuda")  # type: ignore[attr-defined]
-        accelerator.current_device_index = lambda: STATE.current  # type: ignore[attr-defined]
-        accelerator.current_device_idx = lambda: STATE.current  # type: ignore[attr-defined]
-        accelerator.set_device_index = _set_current  # type: ignore[attr-defined]
-        accelerator.set_device_idx = _set_current  # type: ignore[attr-defined]
-        accelerator.synchronize = _returning(None)  # type: ignore[attr-defined]
-        accelerator.current_stream = lambda device=None: _Stream()  # type: ignore[attr-defined]
-    torch._C._get_accelerator = lambda: torch.device("cuda")  # type: ignore[attr-defined]
+        accelerator.is_available = lambda: True
+        accelerator.device_count = lambda: STATE.count
+        accelerator.current_accelerator = lambda check_available=False: torch.device("cuda")
+        accelerator.current_device_index = lambda: STATE.current
+        accelerator.current_device_idx = lambda: STATE.current
+        accelerator.set_device_index = _set_current
+        accelerator.set_device_idx = _set_current
+        accelerator.synchronize = _returning(None)
+        accelerator.current_stream = lambda device=None: _Stream()
+    torch._C._get_accelerator = lambda: torch.device("cuda")
 
 
 def _patch_record_stream() -> None:
@@ -774,11 +774,11 @@ def _patch_barrier(c10d: Any) -> None:
 
     def barrier(group: Any = None, async_op: bool = False, device_ids: Any = None) -> Any:
         pretend = torch._C._get_accelerator
-        torch._C._get_accelerator = REAL_ACCELERATOR  # type: ignore[attr-defined]
+        torch._C._get_accelerator = REAL_ACCELERATOR
         try:
             return original(group=group, async_op=async_op)
         finally:
-            torch._C._get_accelerator = pretend  # type: ignore[attr-defined]
+            torch._C._get_accelerator = pretend
 
     for module in {c10d, sys.modules["torch.distributed"]}:
         module.barrier = barrier

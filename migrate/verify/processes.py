@@ -81,7 +81,7 @@ def supervise(tree: ProcessTree, name: str, command: list[str], cwd: Path, env: 
                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
     tree.launched(process.pid)
     progress = Progress(tree, name, records, watch, begin)
-    stopped, idle = "", ()
+    stopped, idle = "", tuple[int, ...]()
     try:
         stopped = wait_for_progress(process, progress, watch, begin)
         if stopped:

@@ -157,8 +157,8 @@ def committed_conversion(script: str, source: str, sandbox: Sandbox, options: Ve
         return VerifyResult.cannot_run(script, options.target, suggestion(script, options.target, str(why)))
     conversion = convert(script, committed, options, path)
     if conversion.error or conversion.new == conversion.old:
-        why = f"its committed version (git HEAD) is no single-GPU script to convert ({findings_text(conversion)})"
-        return VerifyResult.cannot_run(script, options.target, suggestion(script, options.target, why))
+        reason = f"its committed version (git HEAD) is no single-GPU script to convert ({findings_text(conversion)})"
+        return VerifyResult.cannot_run(script, options.target, suggestion(script, options.target, reason))
     sandbox.notes.append(f"{script} already uses the target (MIG001): verified as the converted script against"
                          " its committed version (git HEAD) as the original")
     made = tuple(as_written(artifact, sandbox) for artifact in conversion.artifacts)

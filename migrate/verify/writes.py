@@ -188,7 +188,8 @@ class Lines:
 
     def __init__(self, budget: Budget, kind: str, stream: str) -> None:
         self.budget, self.kind, self.stream = budget, kind, stream
-        self.text, self.where = "", None
+        self.text = ""
+        self.where: str | None = None
         self.lock = threading.Lock()
         self.anonymous = kind == "output"  # a line no user's code wrote: kept for output only
         os.register_at_fork(after_in_child=self._fresh_lock)  # a DataLoader worker forked mid-line

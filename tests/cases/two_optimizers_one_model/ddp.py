@@ -22,8 +22,8 @@ def main():
 
     model = nn.Sequential(nn.Linear(20, 64), nn.ReLU(), nn.Linear(64, 3))
     model = DDP(model)
-    body_optimizer = torch.optim.SGD(model[0].parameters(), lr=1e-3, momentum=0.9)
-    head_optimizer = torch.optim.Adam(model[2].parameters(), lr=1e-2)
+    body_optimizer = torch.optim.SGD(model.module[0].parameters(), lr=1e-3, momentum=0.9)
+    head_optimizer = torch.optim.Adam(model.module[2].parameters(), lr=1e-2)
 
     for epoch in range(5):
         loader.sampler.set_epoch(epoch)
