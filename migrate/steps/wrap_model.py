@@ -2,7 +2,11 @@
 torch.compile and before training (DDP goes after the last statement before training that
 still casts, moves or freezes it, after a compile too: steps.ddp_models); an existing
 nn.DataParallel is replaced in place, and a load the script made into it that now runs before the
-wrap takes `module.` off the keys.
+wrap takes `module.` off the keys. Before the new wrap, `model.module` loses `.module` in every
+branch (the model there is the module itself), and a helper handed the removed wrapper alone
+(`patch_replication_callback(model)`, in this file or a module of the script's folder) goes with
+it when it is for nn.DataParallel only (named for it, asserting it, patching `.replicate`); one
+that reads what only the wrapper has (`x.module`) leaves the file unchanged (MIG104).
 
 After the wrap, the user's own module is reached through `.module`: state dicts (so
 checkpoints keep plain keys and load into the original script), attributes such as
@@ -90,14 +94,17 @@ def load_former_data_parallel_keys(ctx: Context, site: ModelSite) -> list[int]:
     """`model.load_state_dict(sd)` that now runs before the wrap, where the script loaded into its
     nn.DataParallel (keys `module.x`, as its own checkpoints have them): the bare module it now
     loads into has the keys without `module.`, so the prefix is taken off (a checkpoint without it
-    loads as before). Returns the lines of the loads changed."""
+    loads as before). `model.module.load_state_dict(sd)` there loses `.module` (`_module_reads_before_wrap`)
+    and takes the prefix off too, so either branch loads either script's checkpoints. Returns the
+    lines of the loads changed."""
     if not site.data_parallel:
         return []
     lines: list[int] = []
     wrapped_at = min(ctx.position(stmt)[0] for stmt in site.data_parallel)
     names = aliases(ctx.index, site)
     for use in ctx.index.attributes:
-        if (not use.called or use.node.attr.value != "load_state_dict" or (use.owner, use.place.scope.name) not in names
+        owner = use.owner.removesuffix(".module")
+        if (not use.called or use.node.attr.value != "load_state_dict" or (owner, use.place.scope.name) not in names
                 or is_after(ctx.index, use.place.stmt, site) or ctx.position(use.node)[0] <= wrapped_at):
             continue
         call = next((c for c in ctx.index.calls_under(use.place.stmt) if c.func is use.node), None)
@@ -147,8 +154,19 @@ def report_unwrapped_model(ctx: Context) -> None:
 def remove_data_parallel(ctx: Context, site: ModelSite, loads: list[int] | None = None) -> None:
     """Every existing `model = nn.DataParallel(model)` (and an `if` that only holds it) goes: a
     script that wraps on two paths (resume or not) keeps none around the distributed wrapper.
-    `loads`: the lines of the loads that now take `module.` off the keys (MIG003 names them)."""
+    `loads`: the lines of the loads that now take `module.` off the keys (MIG003 names them).
+    A helper handed the removed wrapper goes with it, or the file is refused (`handed_wrapper`);
+    `model.module` read before the new wrap, where it is now the module itself, loses `.module`."""
+    handed = handed_wrapper(ctx, site)
+    refused = next((each for each in handed if each.verdict != DROPPED), None)
+    if refused is not None:
+        _refuse_handed_wrapper(ctx, site, refused)
+        return
+    dropped = _drop_handed_wrapper(ctx, site, handed)
+    reads = _module_reads_before_wrap(ctx, site)
     for stmt in site.data_parallel:
+        if any(stmt is each for each in dropped):
+            continue  # the `if` that held it is gone whole
         wrap = _data_parallel_call(ctx, stmt)
         inner = wrap.args[0].value if wrap is not None and wrap.args else None
         if inner is not None and spell(inner) != site.spelling:
@@ -159,11 +177,14 @@ def remove_data_parallel(ctx: Context, site: ModelSite, loads: list[int] | None 
     # DataParallel split each batch across the GPUs; every process now gets a whole batch
     batch = ("; each process now takes a whole batch where DataParallel split one across the GPUs "
              "(--keep-global-batch keeps the global batch)" if not ctx.options.keep_global_batch else "")
+    batch += _dropped_helpers_said(ctx, handed) + _module_reads_said(ctx, site, reads)
     if loads:
         before = "now runs before the wrap, into" if ctx.wrapper is None or ctx.wrapper.through_module else "now loads into"
-        batch += (f"; the load on line{'s' if len(loads) > 1 else ''} {', '.join(map(str, loads))} {before} "
-                  "the module itself, so it takes `module.` off the keys (checkpoints of the original script and of "
-                  "the converted one both load)")
+        several = len(loads) > 1
+        batch += (f"; the load{'s' if several else ''} on line{'s' if several else ''} {', '.join(map(str, loads))} "
+                  f"{before.replace('runs', 'run').replace('loads into', 'load into') if several else before} "
+                  f"the module itself, so {'they take' if several else 'it takes'} `module.` off the keys (checkpoints "
+                  "of the original script and of the converted one both load)")
     if len(site.data_parallel) == 1:
         ctx.report("MIG003", f"nn.DataParallel on `{site.spelling}` removed, replaced by {_replaced_by(ctx)}{batch}",
                    site.data_parallel[0])
@@ -171,6 +192,169 @@ def remove_data_parallel(ctx: Context, site: ModelSite, loads: list[int] | None 
         lines = ", ".join(str(ctx.position(stmt)[0]) for stmt in site.data_parallel)
         ctx.report("MIG003", f"nn.DataParallel on `{site.spelling}` removed in {len(site.data_parallel)} places (lines {lines}), "
                    f"each replaced by {_replaced_by(ctx)}{batch}", site.data_parallel[0])
+
+
+# -- what was done to the removed nn.DataParallel before the new wrap ---------------------------
+
+# helpers named for nn.DataParallel (sync-BN's `patch_replication_callback`, `enable_data_parallel`)
+DATA_PARALLEL_WORDS = ("replicat", "data_parallel", "dataparallel")
+# attributes only nn.DataParallel has: a helper that reads them on what it is handed wants the wrapper
+WRAPPER_ONLY = frozenset({"module", "device_ids", "output_device", "src_device_obj"})
+DROPPED, NEEDS_WRAPPER = "dropped", "needs the wrapper"
+
+
+@dataclass(frozen=True, eq=False)
+class HandedWrapper:
+    """`patch_replication_callback(model)` after `model = nn.DataParallel(model)` and before the new
+    wrap: a statement calling a helper (of this file or of the script's folder) with the wrapper the
+    conversion removes as its only argument; it now receives the bare module."""
+
+    stmt: cst.BaseStatement  # the statement that is the call alone
+    call: cst.Call
+    verdict: str  # DROPPED: it is for nn.DataParallel only; NEEDS_WRAPPER: it reads what only the wrapper has
+    why: str  # what shows it, for the finding
+
+
+def handed_wrapper(ctx: Context, site: ModelSite) -> list[HandedWrapper]:
+    """The helpers handed the removed wrapper that are about it: those named for it, those whose
+    body asserts `isinstance(x, DataParallel)` or patches `x.replicate` (DROPPED), and those that
+    read `x.module` or `x.device_ids` without testing for DataParallel (NEEDS_WRAPPER). A helper
+    whose body is not found, or that works on any module, is kept (it took the wrapper as a module)."""
+    if not site.data_parallel:
+        return []
+    found: list[HandedWrapper] = []
+    wrapped_at = min(ctx.position(stmt)[0] for stmt in site.data_parallel)
+    names = aliases(ctx.index, site)
+    for call in ctx.index.calls:
+        stmt = call.place.stmt
+        if (not _alone_on_its_line(stmt, call.node) or len(call.node.args) != 1 or not isinstance(call.node.func, cst.Name)
+                or call.node.args[0].keyword is not None or call.node.args[0].star
+                or (ctx.index.qualify(call.node.args[0].value), call.place.scope.name) not in names
+                or ctx.position(stmt)[0] <= wrapped_at or is_after(ctx.index, stmt, site)):
+            continue
+        judged = _judge_helper(ctx, call.node.func.value, call.name)
+        if judged is not None:
+            found.append(HandedWrapper(stmt, call.node, *judged))
+    return found
+
+
+def _alone_on_its_line(stmt: cst.BaseStatement, call: cst.Call) -> bool:
+    """`helper(model)` is the whole statement: its value is not used."""
+    return (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Expr)
+            and stmt.body[0].value is call)
+
+
+def _judge_helper(ctx: Context, name: str, qualified: str | None) -> tuple[str, str] | None:
+    """(verdict, why) for the helper `name`, or None when it is kept."""
+    if any(word in name.lower() for word in DATA_PARALLEL_WORDS):
+        return DROPPED, "its name says it is for nn.DataParallel"
+    function = _helper_body(ctx, name, qualified)
+    params = [*function.params.posonly_params, *function.params.params] if function is not None else []
+    if function is None or not params:
+        return None
+    param = params[0].name.value
+    nodes = list(descendants(function.body))
+    for node in nodes:
+        if isinstance(node, cst.Assert) and isinstance(node.test, cst.Call) and spell(node.test.func) == "isinstance" \
+                and _names_data_parallel(node.test):
+            return DROPPED, "its body asserts that it is handed an nn.DataParallel"
+        if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == param \
+                and node.attr.value == "replicate":
+            return DROPPED, f"its body patches `{param}.replicate`, which only nn.DataParallel has"
+    if _names_data_parallel(function.body):
+        return None  # it tests for the wrapper itself, and takes the bare module too
+    read = sorted({node.attr.value for node in nodes if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name)
+                   and node.value.value == param and node.attr.value in WRAPPER_ONLY})
+    if read:
+        return NEEDS_WRAPPER, f"it reads {', '.join(f'`{param}.{attr}`' for attr in read)}, which only the wrapper has"
+    return None
+
+
+def _names_data_parallel(node: cst.CSTNode) -> bool:
+    """Whether `node` names nn.DataParallel (`DataParallel`, `nn.DataParallel`), not DistributedDataParallel."""
+    return any(isinstance(each, cst.Name) and each.value == "DataParallel" for each in descendants(node))
+
+
+def _helper_body(ctx: Context, name: str, qualified: str | None) -> cst.FunctionDef | None:
+    """The helper's definition: a function of this file, or of a module of the script's folder
+    (`from modeling.replicate import patch` -> modeling/replicate.py or modeling/replicate/__init__.py)."""
+    if name not in ctx.index.imports:
+        scope = ctx.index.functions.get(name)
+        node = scope.node if scope is not None else None
+        return node if isinstance(node, cst.FunctionDef) else None
+    module, _, function = (qualified or "").lstrip(".").rpartition(".")
+    if not module:
+        return None
+    base = os.path.join(os.path.dirname(ctx.path), *module.split("."))
+    for path in (base + ".py", os.path.join(base, "__init__.py")):
+        text = ctx.read_module(path)
+        if text is None:
+            continue
+        try:
+            tree = cst.parse_module(text)
+        except cst.ParserSyntaxError:
+            return None
+        return next((s for s in tree.body if isinstance(s, cst.FunctionDef) and s.name.value == function), None)
+    return None
+
+
+def _refuse_handed_wrapper(ctx: Context, site: ModelSite, handed: HandedWrapper) -> None:
+    """MIG104 at the helper's call: it would receive the bare module where it wants the wrapper."""
+    ctx.report("MIG104", f"`{ctx.code(handed.call)}` is handed the nn.DataParallel of `{site.spelling}` that the conversion "
+               f"removes, and {handed.why}: it would receive the bare module (AttributeError); the file is left "
+               f"unchanged: make the helper take the module itself (`getattr(x, \"module\", x)`), or drop the call "
+               "with nn.DataParallel, then convert again", handed.call)
+    ctx.refused = True
+
+
+def _drop_handed_wrapper(ctx: Context, site: ModelSite, handed: list[HandedWrapper]) -> list[cst.BaseStatement]:
+    """Each helper's call goes; an `if` left holding only them and the wrap goes whole (`if
+    torch.cuda.device_count() > 1:`). Returns the nn.DataParallel statements so gone."""
+    gone: list[cst.BaseStatement] = []
+    for each in handed:
+        ctx.plan.remove(each.stmt)
+    removed = [*site.data_parallel, *(each.stmt for each in handed)]
+    for stmt in site.data_parallel:
+        parent = ctx.index.parent_of.get(stmt)
+        if (isinstance(parent, cst.If) and parent.orelse is None and isinstance(parent.body, cst.IndentedBlock)
+                and all(any(s is r for r in removed) for s in parent.body.body)
+                and any(s is each.stmt for each in handed for s in parent.body.body)):
+            ctx.plan.remove(parent)
+            gone.append(stmt)
+    return gone
+
+
+def _module_reads_before_wrap(ctx: Context, site: ModelSite) -> list[int]:
+    """`model.module.load_state_dict(sd)` after `model = nn.DataParallel(model)`, before the new
+    wrap (in whichever branch): the model there is now the module itself, so `.module` goes.
+    Returns the lines changed."""
+    if not site.data_parallel:
+        return []
+    wrapped_at = min(ctx.position(stmt)[0] for stmt in site.data_parallel)
+    names = aliases(ctx.index, site)
+    lines: list[int] = []
+    for use in ctx.index.attributes:
+        if (use.node.attr.value != "module" or (use.owner, use.place.scope.name) not in names
+                or ctx.position(use.node)[0] <= wrapped_at or is_after(ctx.index, use.place.stmt, site)):
+            continue
+        ctx.plan.replace_with(use.node, use.node.value)
+        lines.append(ctx.position(use.node)[0])
+    return sorted(set(lines))
+
+
+def _dropped_helpers_said(ctx: Context, handed: list[HandedWrapper]) -> str:
+    """MIG003's words for each helper call dropped with the wrap."""
+    return "".join(f"; `{ctx.code(each.call)}` (line {ctx.position(each.call)[0]}) goes with it: {each.why}, and it "
+                   "would now receive the bare module" for each in handed)
+
+
+def _module_reads_said(ctx: Context, site: ModelSite, lines: list[int]) -> str:
+    """MIG003's words for the `.module` reads dropped before the new wrap."""
+    if not lines:
+        return ""
+    several = len(lines) > 1
+    return (f"; `{site.spelling}.module` on line{'s' if several else ''} {', '.join(map(str, lines))} read{'' if several else 's'} "
+            f"the model before the new wrap, where `{site.spelling}` is now the module itself: `.module` dropped there")
 
 
 def _replaced_by(ctx: Context) -> str:
