@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING
 from migrate.model import FileResult, Finding, InputError, Options
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable, Iterator
+
     from migrate.project_files import ReadModule
 
 
@@ -37,7 +39,7 @@ def migrate_source(code: str, target: str, options: Options | None = None, path:
     return convert(code, target, options, path, read_module or read_nothing)
 
 
-def migrate_paths(paths, target: str, options: Options | None = None):  # type: ignore[no-untyped-def]
+def migrate_paths(paths: Iterable[str], target: str, options: Options | None = None) -> Iterator[FileResult | InputError]:
     from migrate.api import migrate_paths as convert_all
 
     return convert_all(paths, target, options)

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
+
+if TYPE_CHECKING:  # param_count reads scripts with libcst: imported when a script is counted
+    from migrate.param_count import Count
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
 
@@ -89,10 +92,10 @@ def _advice(script: str | None, nodes: int, gpus_per_node: int, gpu_memory: str,
         decision.notes.append(f"{len(unsized)} layer(s) could not be sized: the count is a lower bound")
     steps = advising.commands(decision, script or "SCRIPT", cluster, model, table)
     if report == "json":
-        inputs = {"nodes": nodes, "gpus_per_node": gpus_per_node, "gpu_memory_bytes": cluster.gpu_memory,
+        inputs: dict[str, object] = {"nodes": nodes, "gpus_per_node": gpus_per_node, "gpu_memory_bytes": cluster.gpu_memory,
                   "params": count, "params_from": source, "largest_layer": largest, "precision": precision,
                   "optimizer": optimizer, "mpi": mpi, "other_frameworks": other_frameworks}
-        entries = [{"name": u.name, "path": u.path, "line": u.line, "col": u.col, "why": u.why} for u in unsized]
+        entries: list[dict[str, object]] = [{"name": u.name, "path": u.path, "line": u.line, "col": u.col, "why": u.why} for u in unsized]
         return json.dumps(advising.as_json(decision, steps, inputs, table, entries), indent=2) + "\n"
     return advising.as_text(decision, steps, model, cluster, table, [str(u) for u in unsized])
 
@@ -106,7 +109,7 @@ def _check_choices(precision: str, optimizer: str, report: str, gpu_memory: str)
         raise _Bad("--gpu-memory: give the memory of one GPU, e.g. --gpu-memory 80GB")
 
 
-def _count(script: str):  # type: ignore[no-untyped-def]
+def _count(script: str) -> Count:
     """The script's parameter count (migrate.param_count.Count); bad input raises _Bad naming the user's path."""
     from migrate.model import InputError
     from migrate.param_count import count_file

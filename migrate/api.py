@@ -393,13 +393,14 @@ DEEP_RECURSION_LIMIT = 60_000
 
 def run_deep(function: Callable[..., T], *args: object) -> T:
     """Call `function(*args)` on a thread whose stack fits deeply nested code; re-raise its error."""
-    outcome: dict[str, object] = {}
+    values: list[T] = []
+    errors: list[BaseException] = []
 
     def target() -> None:
         try:
-            outcome["value"] = function(*args)
+            values.append(function(*args))
         except BaseException as error:  # handed to the caller's thread
-            outcome["error"] = error
+            errors.append(error)
 
     previous_stack = threading.stack_size(DEEP_STACK_BYTES)
     previous_limit = sys.getrecursionlimit()
@@ -411,6 +412,6 @@ def run_deep(function: Callable[..., T], *args: object) -> T:
     finally:
         threading.stack_size(previous_stack)
         sys.setrecursionlimit(previous_limit)
-    if "error" in outcome:
-        raise outcome["error"]  # type: ignore[misc]
-    return outcome["value"]  # type: ignore[return-value]
+    if errors:
+        raise errors[0]
+    return values[0]

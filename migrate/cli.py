@@ -28,7 +28,7 @@ import shlex
 import signal
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import IO, TYPE_CHECKING, AbstractSet, Annotated, Optional
 
 import typer
 from typer.core import TyperCommand
@@ -43,6 +43,8 @@ from migrate.targets.base import Target
 from migrate.targets.deepspeed import Zero
 
 if TYPE_CHECKING:  # verify imports torch-free but heavier modules: only when it runs
+    from typer._click.core import Context as ClickContext  # the click typer vendors (0.29)
+
     from migrate.verify.checks import VerifyResult
 
 # exit status flags (Fixit's convention): a run that found both reports both
@@ -71,7 +73,7 @@ class PlainUsage(TyperCommand):
     """Usage lines as people write them (`migrate to-ddp [OPTIONS] PATH...`): each argument by its
     metavar, without typer's braces; the arguments themselves are described in the help text."""
 
-    def collect_usage_pieces(self, ctx):  # type: ignore[no-untyped-def]
+    def collect_usage_pieces(self, ctx: ClickContext) -> list[str]:
         pieces = [self.options_metavar] if self.options_metavar else []
         return pieces + [param.metavar for param in self.params if param.param_type_name == "argument" and param.metavar]
 Write = Annotated[bool, typer.Option("--write", help="Rewrite the files in place (atomically).")]
@@ -155,7 +157,7 @@ def _convert_command(target: Target) -> None:
     # the target's options first in --help, as they are what a user came to choose
     parameters = [shared[0], *(p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own),
                   *(p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in shared[1:])]
-    command.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+    command.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]  # a function's __signature__, read by inspect.signature, is not in typeshed's FunctionType
     command.__annotations__ = {p.name: p.annotation for p in parameters}
     command.__doc__ = (f"{target.summary[:-1]}. PATH: training scripts, or folders searched for *.py.\n\n"
                        f"{target.description}\n\n\b\nExample:\n  {target.example}")
@@ -673,7 +675,7 @@ def _summary(results: list[FileResult], not_training: int, errors: int, written:
     return f"{counted(len(results) + errors, 'Python file')}: " + ", ".join(p for p in parts if p)
 
 
-def summary_table(results: list[FileResult], errors: int, said_once: set[str] = frozenset()) -> list[str]:  # type: ignore[assignment]
+def summary_table(results: list[FileResult], errors: int, said_once: AbstractSet[str] = frozenset()) -> list[str]:
     """The closing table of a folder run: files changed, unchanged, with errors; findings by code
     (but the codes `said_once`, whose line above already counts their files)."""
     failed = errors + sum(1 for r in results if r.error)
@@ -690,12 +692,12 @@ def summary_table(results: list[FileResult], errors: int, said_once: set[str] = 
     return ["migrate: summary"] + [f"  {name:<{width}}  {value:>5}" for name, value in rows]
 
 
-def _terminal(stream: object) -> bool:
+def _terminal(stream: IO[str]) -> bool:
     """Whether a stream is a terminal a person watches, and NO_COLOR (any value) is not set."""
     if "NO_COLOR" in os.environ:
         return False
     try:
-        return bool(stream.isatty())  # type: ignore[attr-defined]
+        return stream.isatty()
     except (AttributeError, ValueError, OSError):
         return False
 

@@ -158,7 +158,7 @@ def read_torch() -> TorchFacts:
 
 def _nccl_version(torch: object) -> tuple[str | None, str]:
     try:
-        version = torch.cuda.nccl.version()  # type: ignore[attr-defined]
+        version = torch.cuda.nccl.version()  # type: ignore[attr-defined]  # torch is handed in as an object: doctor never imports it at module level
     except Exception as error:  # noqa: BLE001
         return None, f"{type(error).__name__}: {error}"
     if isinstance(version, int):  # older torch: 2708 for 2.7.8
@@ -199,22 +199,23 @@ def read_interfaces() -> tuple[str, ...]:
 
 def resolve(host: str, limit: float = RESOLVE_LIMIT) -> list[str]:
     """The addresses `host` resolves to; OSError when it does not (TimeoutError after `limit` s)."""
-    found: dict[str, object] = {}
+    ips: list[list[str]] = []  # the answer, once the look-up has one
+    errors: list[OSError] = []
 
     def look_up() -> None:
         try:
-            found["ips"] = sorted({str(info[4][0]) for info in socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)})
+            ips.append(sorted({str(info[4][0]) for info in socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)}))
         except OSError as error:
-            found["error"] = error
+            errors.append(error)
 
     thread = threading.Thread(target=look_up, daemon=True)
     thread.start()
     thread.join(limit)
     if thread.is_alive():
         raise TimeoutError(f"no answer within {limit:g} s")
-    if "error" in found:
-        raise found["error"]  # type: ignore[misc]
-    return found["ips"]  # type: ignore[return-value]
+    if errors:
+        raise errors[0]
+    return ips[0]
 
 
 # ---------------------------------------------------------------- the checks
@@ -654,9 +655,15 @@ def bus_bandwidth(size: int, seconds: float, nproc: int) -> tuple[float, float]:
     return algbw, algbw * 2 * (nproc - 1) / nproc
 
 
+def _recorded_number(step: dict[str, object], key: str) -> float:
+    """A number the probe recorded (0 when it recorded none, or something else)."""
+    value = step.get(key, 0)
+    return float(value) if isinstance(value, (int, float)) else 0.0
+
+
 def bandwidth_said(run: ProbeRun, nproc: int, backend: str) -> str:
     step = next((s for s in run.records.get(0, ()) if s.get("step") == "bandwidth"), {})
-    size, seconds = int(step.get("bytes", 0)), float(step.get("seconds", 0.0))
+    size, seconds = int(_recorded_number(step, "bytes")), _recorded_number(step, "seconds")
     sums = f"{nproc} process(es), {backend}: the all-reduce of a known tensor summed right on every rank, the barrier passed"
     if size <= 0 or seconds <= 0:
         return f"{sums}; no timing recorded"

@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
 from migrate.launchers import Launcher
 from migrate.model import Artifact, FileResult, InputError
 from migrate.options import POD_CPUS_PER_PROCESS, POD_MEMORY_GI_PER_PROCESS
+
+if TYPE_CHECKING:
+    from migrate.launch_plan import LaunchPlan
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
 
@@ -90,7 +93,7 @@ def launch(target: Target = None, script: Script = None, script_args: ScriptArgs
     raise typer.Exit(_write_or_print(plan, to_stdout=out == "-", force=force))
 
 
-def _write_or_print(plan, to_stdout: bool, force: bool) -> int:  # type: ignore[no-untyped-def]
+def _write_or_print(plan: LaunchPlan, to_stdout: bool, force: bool) -> int:
     from migrate import writing
     from migrate.launch import render
     from migrate.sources import printable

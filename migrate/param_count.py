@@ -39,8 +39,9 @@ from __future__ import annotations
 import math
 import os
 import string
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import libcst as cst
 
@@ -57,13 +58,13 @@ MAX_DEPTH = 16  # classes within classes, names followed within names
 Value = int | float | bool | str | tuple | None  # a dict is a Mapping (a tuple of its items)
 
 
-class Mapping(tuple):  # type: ignore[type-arg]
+class Mapping(tuple):  # type: ignore[type-arg]  # its items are (Value, Value) pairs, and Value names Mapping: the recursion cannot be spelled
     """A dict the count read (`{"emb_dim": 768}`): its items, in order; hashable, like every Value."""
 
     def get_item(self, key: Value) -> Value:
         for known, value in self:
             if known == key:
-                return value  # type: ignore[no-any-return]
+                return value  # type: ignore[no-any-return]  # an item of the bare tuple above
         raise KeyError(key)
 
     def keys(self) -> tuple[Value, ...]:
@@ -104,14 +105,14 @@ class _Sized:
         self.largest = max(self.largest, other.largest)
 
 
-class _Arguments(dict):  # type: ignore[type-arg]
+class _Arguments(dict):  # type: ignore[type-arg]  # values are a Value or the _Unknown that __getitem__ raises
     """A layer's arguments by name; reading one whose value is unknown raises why."""
 
     def __getitem__(self, key: str) -> Value:
         found = super().__getitem__(key)
         if isinstance(found, _Unknown):
             raise found
-        return found  # type: ignore[no-any-return]
+        return found  # type: ignore[no-any-return]  # a value of the bare dict above, _Unknown ruled out
 
 
 class _Unknown(Exception):
@@ -259,7 +260,7 @@ class _Counter:
             else:
                 found.append(self.value(expr.elt, inner))
         if isinstance(expr, cst.DictComp):
-            return Mapping(dict(found).items())  # type: ignore[arg-type]
+            return Mapping(dict(found).items())  # type: ignore[arg-type]  # a dict comprehension's values are (key, value) pairs
         return tuple(dict.fromkeys(found)) if isinstance(expr, cst.SetComp) else tuple(found)
 
     def subscripted(self, expr: cst.Subscript, frame: _Frame) -> Value:
@@ -307,7 +308,7 @@ class _Counter:
             return {"True": True, "False": False, "None": None}[spelled]
         qualified = frame.file.index.qualify(expr) or ""
         if qualified.startswith("string.") and isinstance(getattr(string, qualified[7:], None), str):
-            return getattr(string, qualified[7:])  # type: ignore[no-any-return]
+            return getattr(string, qualified[7:])  # type: ignore[no-any-return]  # a str, tested just above
         scope = frame.file.scope(frame.stmt)
         if scope is None or spelled.startswith("self."):
             raise _Unknown(expr, f"`{spelled}` is not known")
@@ -334,7 +335,7 @@ class _Counter:
             raise _Unknown(call, f"`{_code(call.func)}(...)` is not a value this count can read")
         arguments = [self.value(arg.value, frame) for arg in call.args]
         try:
-            return functions[name](*arguments)  # type: ignore[operator,no-any-return]
+            return functions[name](*arguments)  # type: ignore[operator,no-any-return]  # the builtins table mixes signatures; each returns a Value
         except (TypeError, ValueError) as error:
             raise _Unknown(call, str(error)) from None
 
@@ -430,7 +431,7 @@ class _Counter:
             if arg.keyword is not None:
                 continue
             found = self.value(arg.value, frame)
-            shape += list(found) if isinstance(found, tuple) else [found]  # type: ignore[list-item]
+            shape += list(found) if isinstance(found, tuple) else [found]  # type: ignore[list-item]  # a size is a Value; _size checks each
         if not all(isinstance(n, int) and not isinstance(n, bool) for n in shape):
             raise _Unknown(call, "a parameter whose shape this count cannot read")
         count = math.prod(shape)
@@ -703,10 +704,10 @@ def _binary(expr: cst.BinaryOperation, left: Value, right: Value) -> Value:
     numbers = all(isinstance(v, (int, float)) for v in (left, right))
     if operation is None or not numbers and not isinstance(expr.operator, cst.Add):
         raise _Unknown(expr, f"`{_code(expr)}` is not a value this count can read")
-    if isinstance(expr.operator, cst.Power) and abs(right) > 64:  # type: ignore[arg-type]
+    if isinstance(expr.operator, cst.Power) and abs(right) > 64:  # type: ignore[arg-type]  # `numbers` above holds: an int or float
         raise _Unknown(expr, f"`{_code(expr)}` is too large")
     try:
-        return operation(left, right)  # type: ignore[no-any-return]
+        return operation(left, right)  # type: ignore[no-any-return]  # the operator module is typed loosely (Any)
     except (TypeError, ZeroDivisionError, OverflowError) as error:
         raise _Unknown(expr, str(error)) from None
 
@@ -749,7 +750,7 @@ def _unpacked(target: cst.BaseAssignTargetExpression, item: Value) -> dict[str, 
             and len(item) == len(target.elements):
         bound: dict[str, Value] = {}
         for element, part in zip(target.elements, item):
-            bound.update(_unpacked(element.value, part))  # type: ignore[arg-type]
+            bound.update(_unpacked(element.value, part))  # type: ignore[arg-type]  # an item of a tuple Value is a Value
         return bound
     raise _Unknown(target, f"`{_code(target)}` is not a target this count can read")
 
@@ -773,9 +774,9 @@ def _range(*bounds: int) -> tuple[int, ...]:
     return tuple(found)
 
 
-def _walked(function):  # type: ignore[no-untyped-def]
+def _walked(function: Callable[[Any], Iterable[Value]]) -> Callable[..., tuple[Value, ...]]:
     """A builtin that walks a sequence (a dict: its keys), returning a tuple."""
-    def call(value, *rest):  # type: ignore[no-untyped-def]
+    def call(value: Value, *rest: Value) -> tuple[Value, ...]:
         items = value.keys() if isinstance(value, Mapping) else value
         if not isinstance(items, (tuple, str)) or rest:
             raise TypeError(f"{value!r} is not a sequence")
@@ -905,7 +906,10 @@ def _bilinear(a: dict[str, Value]) -> tuple[int, int]:
     return n, n
 
 
-def _conv(dims: int, transposed: bool):  # type: ignore[no-untyped-def]
+Formula = Callable[[dict[str, Value]], tuple[int, int]]  # (parameters, the most one module of it holds itself)
+
+
+def _conv(dims: int, transposed: bool) -> Formula:
     def formula(a: dict[str, Value]) -> tuple[int, int]:
         inputs, outputs, groups = _size(a["in_channels"]), _size(a["out_channels"]), _size(a["groups"])
         per = inputs * (outputs // groups) if transposed else outputs * (inputs // groups)
@@ -925,14 +929,14 @@ def _layer_norm(a: dict[str, Value]) -> tuple[int, int]:
     return n, n
 
 
-def _norm(channels: str, affine: str):  # type: ignore[no-untyped-def]
+def _norm(channels: str, affine: str) -> Formula:
     def formula(a: dict[str, Value]) -> tuple[int, int]:
         n = 2 * _size(a[channels]) if a[affine] else 0
         return n, n
     return formula
 
 
-def _recurrent(gates: int):  # type: ignore[no-untyped-def]
+def _recurrent(gates: int) -> Formula:
     def formula(a: dict[str, Value]) -> tuple[int, int]:
         if a["proj_size"]:
             raise ValueError("proj_size is not counted")
@@ -955,7 +959,7 @@ def _attention(a: dict[str, Value]) -> tuple[int, int]:
     return inputs + output, max(inputs, output)
 
 
-def _transformer_layer(decoder: bool):  # type: ignore[no-untyped-def]
+def _transformer_layer(decoder: bool) -> Formula:
     def formula(a: dict[str, Value]) -> tuple[int, int]:
         d, ff, bias = _size(a["d_model"]), _size(a["dim_feedforward"]), bool(a["bias"])
         attention = _attention({"embed_dim": d, "kdim": None, "vdim": None, "bias": bias, "add_bias_kv": False})

@@ -88,7 +88,7 @@ def _hunk_range(start: int, stop: int) -> bytes:
     return b"%d,%d" % (start + 1 if length else start, length)
 
 
-class _AnchoredMatcher(difflib.SequenceMatcher):  # type: ignore[type-arg]
+class _AnchoredMatcher(difflib.SequenceMatcher[bytes]):
     """difflib's opcodes and hunks, over the matching blocks `matching_blocks` finds."""
 
     # set by SequenceMatcher.set_seqs; typeshed does not declare them

@@ -166,7 +166,7 @@ def available_memory() -> tuple[int, str] | None:
     try:
         import resource
     except ImportError:
-        resource = None  # type: ignore[assignment]
+        resource = None  # type: ignore[assignment]  # no `resource` module on Windows: None stands for it
     if resource is not None:
         for limit, used, name in ((resource.RLIMIT_AS, "VmSize", "ulimit -v"), (resource.RLIMIT_DATA, "VmData", "ulimit -d")):
             soft = resource.getrlimit(limit)[0]

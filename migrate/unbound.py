@@ -266,14 +266,14 @@ def _executed(node: ast.AST, local: frozenset[str] = frozenset()) -> Iterator[as
         yield from _executed(child, local)
 
 
-def _comprehension(node: ast.AST, local: frozenset[str]) -> Iterator[ast.AST]:
+def _comprehension(node: ast.ListComp | ast.SetComp | ast.DictComp | ast.GeneratorExp, local: frozenset[str]) -> Iterator[ast.AST]:
     inner = set(local)
-    for position, generator in enumerate(node.generators):  # type: ignore[attr-defined]
+    for position, generator in enumerate(node.generators):
         yield from _executed(generator.iter, local if position == 0 else frozenset(inner))
         inner |= bound_names(generator.target)
         for condition in generator.ifs:
             yield from _executed(condition, frozenset(inner))
-    parts = [node.key, node.value] if isinstance(node, ast.DictComp) else [node.elt]  # type: ignore[attr-defined]
+    parts = [node.key, node.value] if isinstance(node, ast.DictComp) else [node.elt]
     for part in parts:
         yield from _executed(part, frozenset(inner))
 

@@ -261,7 +261,7 @@ def _commit(staged: list[_Staged]) -> None:
                     if os.path.lexists(item.real):  # looked at now: a file made since staging is kept too
                         item.backup = _keep_original(item.real)
                     _check_unchanged(item.output)
-                    os.replace(item.temporary, item.real)  # type: ignore[arg-type]
+                    os.replace(item.temporary, item.real)  # type: ignore[arg-type]  # a staged item holds its temporary until this rename
                 item.temporary = None
                 done.append(item)
         except BaseException as error:

@@ -36,10 +36,6 @@ ALLOWED = {
     # wrapper class sets the rate itself; steps/scale_lr.py writes torch's default times hvd.size()
     # only for `optimizer = Adam(...)` on its own line, so here it says "by hand" (MIG004)
     ("optimizer_wrapper_class/horovod.py", "DC301", 39): "right: a default lr inside a wrapper class, left to the user (MIG004)",
-    # DC602: `torch.save({"state_dict": model.state_dict()})` keeps the `module.` keys the former
-    # DataParallel script wrote, on purpose, but the output says so nowhere: converter at fault (a
-    # comment naming `module.` on the save's line would tell DC602)
-    ("data_parallel_inline/ddp.py", "DC602", 45): "converter: module. keys kept without a comment saying so",
 }
 
 

@@ -88,7 +88,7 @@ def test_a_helper_whose_result_is_read_below_is_left_with_a_finding() -> None:
     message = next(f.message for f in result.findings if f.code == "MIG120")
     assert "binds `root`" in message
     assert "if local_rank == 0:\n        root = fetch(" not in result.new
-    assert "dist.get_rank() == 0" in function(result.new, "fetch")  # its write stays on rank 0, as before
+    assert "get_rank" not in function(result.new, "fetch")  # left whole on every rank, with MIG120
 
 
 def test_a_download_under_a_condition_that_differs_per_rank_gets_a_finding_and_no_barrier() -> None:

@@ -12,6 +12,8 @@ is then that value, as the scope that builds the optimizer reads it (`args.accum
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import libcst as cst
 
 from migrate.analysis.index import Scope, ScriptIndex, child_nodes, descendants, spell
@@ -40,7 +42,7 @@ def accumulations(sites: TrainingSites) -> list[Accumulation]:
                 continue
             block, position = index.block_of[ancestor]
             later = list(block.body[position + 1 :])
-            step_ifs = [s for s in later if _is_accumulation_if(s, _test_of(index, s, block))]
+            step_ifs = [s for s in later if isinstance(s, cst.If) and _is_accumulation_if(s, _test_of(index, s, block))]
             if not step_ifs:
                 continue
             for step_if in step_ifs:
@@ -120,9 +122,12 @@ def _passed_by_every_call(index: ScriptIndex, scope: Scope, param: str) -> tuple
         if any(arg.star for arg in call.node.args):
             return None
         arg = argument(call.node, param, position)
-        if arg is None and default is None:
+        if arg is not None:
+            values.append((arg.value, call.place.scope))
+        elif default is not None:
+            values.append((default, index.scope_of[function]))
+        else:
             return None
-        values.append((arg.value, call.place.scope) if arg is not None else (default, index.scope_of[function]))
     first, reader = values[0]
     code = index.module.code_for_node
     for value, where in values[1:]:
@@ -184,7 +189,8 @@ def _references(index: ScriptIndex, name: str) -> int:
             elif isinstance(node, cst.Name) and id(node) not in skipped:
                 found[node.value] = found.get(node.value, 0) + 1
         counts[None] = found
-    return counts[None].get(name, 0)  # type: ignore[no-any-return]
+    count: int = counts[None].get(name, 0)
+    return count
 
 
 def _stepped_after_the_loop(index: ScriptIndex, micro_step: cst.BaseStatement,
@@ -205,11 +211,9 @@ def _stepped_after_the_loop(index: ScriptIndex, micro_step: cst.BaseStatement,
     return None
 
 
-def _test_of(index: ScriptIndex, stmt: cst.BaseStatement, block: cst.CSTNode) -> cst.BaseExpression | None:
+def _test_of(index: ScriptIndex, stmt: cst.If, block: cst.CSTNode) -> cst.BaseExpression:
     """An `if`'s test, or for `if is_update_step:` the value that name gets once, earlier in the
     same block (`is_update_step = (i + 1) % n == 0 or i + 1 == len(loader)`)."""
-    if not isinstance(stmt, cst.If):
-        return None
     test = stmt.test
     if not isinstance(test, cst.Name):
         return test
@@ -263,7 +267,7 @@ def _skipped_steps(index: ScriptIndex, step_if: cst.If, stepped: dict[int, Stepp
     return found
 
 
-def _holds(index: ScriptIndex, skipped: list[Stepped | None], key: tuple) -> bool:
+def _holds(index: ScriptIndex, skipped: list[Stepped | None], key: tuple[object, ...]) -> bool:
     """Whether one of the optimizers holds the model (an optimizer that cannot be traced may)."""
     for optimizer in skipped:
         if optimizer is None:
@@ -273,7 +277,7 @@ def _holds(index: ScriptIndex, skipped: list[Stepped | None], key: tuple) -> boo
     return False
 
 
-def _stepped_in(index: ScriptIndex, statements: list[cst.BaseStatement], skipped: list[Stepped | None], key: tuple,
+def _stepped_in(index: ScriptIndex, statements: list[cst.BaseStatement], skipped: list[Stepped | None], key: tuple[object, ...],
                 stepped: dict[int, Stepped]) -> bool:
     """Whether the model's optimizer is also stepped outside the `if` (then nothing is skipped)."""
     names = {s.spelling for s in skipped if s is not None}
@@ -285,7 +289,7 @@ def _stepped_in(index: ScriptIndex, statements: list[cst.BaseStatement], skipped
     return False
 
 
-def _first_forward(statements: list[cst.BaseStatement], held: list[str], index: ScriptIndex) -> tuple[cst.BaseStatement | None, str | None]:
+def _first_forward(statements: Sequence[cst.BaseStatement], held: list[str], index: ScriptIndex) -> tuple[cst.BaseStatement | None, str | None]:
     """The first statement that calls one of the models, and that model."""
     for stmt in statements:
         model = _forwarded_model(stmt, set(held), index)

@@ -16,6 +16,19 @@ divisor that cannot be placed, leaves the loop's sums alone.
 A sum stays an int where it starts from an int literal and every value added is surely an int (an
 int literal, `len(...)`, `int(...)`, `.size(i)`, `.numel()`, or `.sum().item()` of a comparison: a
 count of matches); otherwise it is a float, as `0 + loss.item()` is. An averaged sum is a float.
+
+A number a training function of the script returns (`mean_loss = train_epoch(model, loader, opt)`)
+is this rank's too, and the caller decides with it: `scheduler.step(mean_loss)` (ReduceLROnPlateau),
+`if mean_loss < best: save`. `returned_metrics` finds where such a value is bound so that it is
+reduced there, on every rank, before anything reads it. The value returned is taken when every
+`return` of the function gives one of: the mean of a list of Python numbers the function collects
+(`np.mean(losses)`, `statistics.mean(losses)`, `sum(losses) / len(losses)`), a running sum divided by
+this rank's `len(loader)` or by a count the function keeps (`total / n`): averaged over the ranks
+(DistributedSampler gives every rank as many batches and samples, so the ranks' mean is the mean over
+all batches); a running sum alone or divided by `len(loader.dataset)`: summed. A sum the epoch
+figures already reduce inside the function is left alone. `trained_value` names the binding of a
+value any training function returned (a tuple too), reduced or not: a test of it differs per rank
+unless it was reduced.
 """
 
 from __future__ import annotations
@@ -24,11 +37,13 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from migrate.analysis.index import descendants, read_names, spell
+from migrate.analysis.index import Binding, Scope, ScriptIndex, descendants, read_names, spell
+from migrate.analysis.sites import TrainingSites
 
 OUTPUT_METHODS = frozenset({"info", "debug", "warning", "log", "add_scalar", "add_scalars", "write", "set_postfix",
                             "set_description"})
 NUMBER_CALLS = frozenset({"item", "len", "size", "numel", "float", "int"})
+MEAN_CALLS = frozenset({"numpy.mean", "numpy.average", "statistics.mean", "statistics.fmean"})
 
 
 @dataclass(frozen=True)
@@ -247,3 +262,153 @@ def how_reduced(sums: EpochSums) -> str:
     parts = [f"{', '.join(f'`{n}`' for n in summed)} summed" if summed else "",
              f"{', '.join(f'`{n}`' for n in averaged)} averaged" if averaged else ""]
     return " and ".join(p for p in parts if p)
+
+
+# -- a number a training function returns ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ReturnedMetric:
+    """`mean_loss = train_epoch(...)`: a number of this rank's batches, returned by a training
+    function and bound to one name, to reduce over every rank right after `stmt`."""
+
+    name: str
+    stmt: cst.BaseStatement  # the line that binds it
+    call: cst.Call  # the training function's call
+    averaged: bool  # the ranks' mean (a mean over this rank's batches); otherwise their sum
+
+
+def returned_metrics(sites: TrainingSites) -> list[ReturnedMetric]:
+    """Every binding of a number a training function returns, in source order (see the module's docstring)."""
+    index = sites.index
+    return index.answer("returned_metrics", id(sites), lambda: _returned_metrics(sites))
+
+
+def _returned_metrics(sites: TrainingSites) -> list[ReturnedMetric]:
+    found: list[ReturnedMetric] = []
+    for binding in sites.index.bindings:
+        callee = _trained_callee(sites, binding)
+        node = binding.node
+        if callee is None or not isinstance(node, cst.Assign) or len(node.targets) != 1:
+            continue
+        if not isinstance(node.targets[0].target, cst.Name) or not isinstance(node.value, cst.Call):
+            continue
+        kind = _returned_kind(sites, callee)
+        if kind is not None:
+            found.append(ReturnedMetric(binding.target, binding.place.stmt, node.value, kind == "averaged"))
+    return found
+
+
+def trained_value(sites: TrainingSites, name: str, scope: Scope) -> Binding | None:
+    """The binding in `scope` that gives `name` what a training function returned
+    (`mean_loss = train_epoch(...)`, `loss, acc = train(...)`), when it is not reduced over the
+    ranks where it is bound (returned_metrics); None otherwise."""
+    reduced = {metric.stmt for metric in returned_metrics(sites)}
+    for binding in sites.index.bindings_of_in(name, scope):
+        if _trained_callee(sites, binding) is not None and binding.place.stmt not in reduced:
+            return binding
+    return None
+
+
+def _trained_callee(sites: TrainingSites, binding: Binding) -> Scope | None:
+    """The function of this script that runs backward, when `binding` is `name = that_function(...)`."""
+    value = binding.node.value
+    if not isinstance(value, cst.Call):
+        return None
+    callee = sites.index.functions.get(sites.index.qualify(value.func) or "")
+    if callee is None or callee.name not in sites.training_scopes or callee.node is binding.place.scope.node:
+        return None
+    return callee
+
+
+def _returned_kind(sites: TrainingSites, callee: Scope) -> str | None:
+    """"averaged" or "summed" when every `return` of `callee` gives one kind of number of this rank's batches."""
+    returns = [r for r in _own_returns(callee.node)]
+    kinds = {_value_kind(sites, callee, r.value) if r.value is not None else None for r in returns}
+    if len(kinds) != 1 or None in kinds:
+        return None
+    return kinds.pop()
+
+
+def _own_returns(node: cst.CSTNode) -> list[cst.Return]:
+    """The `return` statements of a function, not of the functions or classes inside it."""
+    found: list[cst.Return] = []
+    stack = list(node.body.children) if isinstance(node, cst.FunctionDef) else []
+    while stack:
+        current = stack.pop()
+        if isinstance(current, cst.Return):
+            found.append(current)
+        elif not isinstance(current, (cst.FunctionDef, cst.ClassDef, cst.Lambda, cst.BaseExpression)):
+            stack.extend(current.children)
+    return found
+
+
+def _value_kind(sites: TrainingSites, callee: Scope, value: cst.BaseExpression) -> str | None:
+    """"averaged", "summed" or None (not a number of this rank's batches that is known) for one returned value."""
+    index = sites.index
+    if isinstance(value, cst.Call) and spell(value.func) == "float" and len(value.args) == 1:
+        return _value_kind(sites, callee, value.args[0].value)
+    if isinstance(value, cst.Call) and (index.qualify(value.func) or "") in MEAN_CALLS and len(value.args) == 1:
+        return "averaged" if _collected(index, callee, value.args[0].value) else None
+    sums = _own_sums(sites, callee)
+    if isinstance(value, cst.Name):
+        return "summed" if value.value in sums else None
+    if not (isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Divide)):
+        return None
+    left, right = value.left, value.right
+    if isinstance(left, cst.Call) and spell(left.func) == "sum" and len(left.args) == 1:
+        listed = left.args[0].value
+        same = isinstance(right, cst.Call) and spell(right.func) == "len" and len(right.args) == 1 and (
+            spell(right.args[0].value) == spell(listed))
+        return "averaged" if same and _collected(index, callee, listed) else None
+    if not (isinstance(left, cst.Name) and left.value in sums):
+        return None
+    return _divided_kind(sites, right, sums)
+
+
+def _divided_kind(sites: TrainingSites, divisor: cst.BaseExpression, sums: set[str]) -> str | None:
+    """A running sum divided by `divisor`: this rank's number of batches or a count it keeps
+    (averaged), or the whole dataset's size (summed)."""
+    if isinstance(divisor, cst.Call) and spell(divisor.func) == "len" and len(divisor.args) == 1:
+        counted = divisor.args[0].value
+        if isinstance(counted, cst.Attribute) and counted.attr.value == "dataset":
+            return "summed"
+        return "averaged" if spell(counted) in sites.training_loader_names else None
+    names = read_names(divisor)
+    return "averaged" if names and names <= sums and isinstance(divisor, cst.Name) else None
+
+
+def _collected(index: ScriptIndex, callee: Scope, listed: cst.BaseExpression) -> bool:
+    """`listed` is a list `callee` starts empty and appends Python numbers to (`losses.append(loss.item())`)."""
+    if not isinstance(listed, cst.Name):
+        return False
+    starts = index.bindings_of_in(listed.value, callee)
+    if len(starts) != 1 or not (isinstance(starts[0].value, cst.List) and not starts[0].value.elements):
+        return False
+    appended = [call for call in index.calls_from(callee) if isinstance(call.node.func, cst.Attribute)
+                and spell(call.node.func.value) == listed.value]
+    return bool(appended) and all(spell(call.node.func) == f"{listed.value}.append" and len(call.node.args) == 1
+                                  and _number(call.node.args[0].value) for call in appended)
+
+
+def _own_sums(sites: TrainingSites, callee: Scope) -> set[str]:
+    """The running sums of `callee` that start from a number, add Python numbers only, and that the
+    epoch figures do not already reduce there."""
+    index = sites.index
+    sums = {name for name, values in _running_sums(callee.node).items() if _plain(values) and any(
+        isinstance(b.value, (cst.Integer, cst.Float)) for b in index.bindings_of_in(name, callee))}
+    for loop in sites.step_loops:
+        if loop.place.scope is not callee:
+            continue
+        block, position = _block_of(index, loop.node)
+        taken = epoch_sums(loop.node, block, position, sites.training_loader_names) if block else None
+        sums -= set(taken.names) if taken is not None else set()
+    return sums
+
+
+def _block_of(index: ScriptIndex, stmt: cst.BaseStatement) -> tuple[list[cst.BaseStatement], int]:
+    found = index.block_of.get(stmt)
+    if found is None:
+        return [], 0
+    block, position = found
+    return list(block.body), position

@@ -237,8 +237,9 @@ def _class_gaps(index: ScriptIndex, cls: str, extra: set[str], frozen: set[str],
                 gaps.append(Gap(f"`{prefix}{part.attribute}`", f"is never used by `{cls}.forward()`", part.node))
             continue
         verdicts = [_without_gradient(index, use) for use in uses]
-        if all(v is not None for v in verdicts):
-            why, where = verdicts[0]  # type: ignore[misc]
+        known = [v for v in verdicts if v is not None]
+        if len(known) == len(verdicts):
+            why, where = known[0]
             gaps.append(Gap(f"`{prefix}{part.attribute}`", why, where))
         elif part.cls is not None and depth < MAX_DEPTH and part.cls not in seen:
             called = {u.node.attr.value for m in methods for u in _attributes_in(index, m)

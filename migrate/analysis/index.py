@@ -250,7 +250,8 @@ class ScriptIndex:
 
     def call_site(self, node: cst.Call) -> CallSite | None:
         """The CallSite of a call node of this script (None for a node made by a rewrite)."""
-        return self.derived("call_sites_by_node", lambda: {id(c.node): c for c in self.calls}).get(id(node))
+        by_node: dict[int, CallSite] = self.derived("call_sites_by_node", lambda: {id(c.node): c for c in self.calls})
+        return by_node.get(id(node))
 
     def calls_under(self, node: cst.CSTNode) -> list[cst.Call]:
         """The calls under `node` (itself included), in source order: what `calls_in` finds by
@@ -281,29 +282,24 @@ class ScriptIndex:
         """Name -> the statements of `scope` that read it, in source order: a simple statement that
         spells the name anywhere, a compound one whose own header (test, iterable and target,
         items) does. Built once per scope, so asking about many names reads each statement once."""
-        known = self.memo("readers_in")
-        if scope not in known:
-            readers: dict[str, list[cst.BaseStatement]] = {}
-            for stmt, owner in self.scope_of.items():
-                if owner is scope:
-                    for name in {n.value for part in _header_parts(stmt) for n in descendants(part) if isinstance(n, cst.Name)}:
-                        readers.setdefault(name, []).append(stmt)
-            known[scope] = readers
-        return known[scope]  # type: ignore[no-any-return]
+        return self.answer("readers_in", scope, lambda: self._readers_in(scope))
+
+    def _readers_in(self, scope: Scope) -> dict[str, list[cst.BaseStatement]]:
+        readers: dict[str, list[cst.BaseStatement]] = {}
+        for stmt, owner in self.scope_of.items():
+            if owner is scope:
+                for name in {n.value for part in _header_parts(stmt) for n in descendants(part) if isinstance(n, cst.Name)}:
+                    readers.setdefault(name, []).append(stmt)
+        return readers
 
     def names_under(self, node: cst.CSTNode) -> frozenset[str]:
         """Every `Name` spelled anywhere under `node` (a function, the module), collected once."""
-        known = self.memo("names_under")
-        if node not in known:
-            known[node] = frozenset(n.value for n in descendants(node) if isinstance(n, cst.Name))
-        return known[node]  # type: ignore[no-any-return]
+        return self.answer("names_under", node,
+                           lambda: frozenset(n.value for n in descendants(node) if isinstance(n, cst.Name)))
 
     def returns_under(self, node: cst.CSTNode) -> list[cst.Return]:
         """The `return` statements under a function (nested functions included), in source order."""
-        known = self.memo("returns_under")
-        if node not in known:
-            known[node] = [n for n in descendants(node) if isinstance(n, cst.Return)]
-        return known[node]  # type: ignore[no-any-return]
+        return self.answer("returns_under", node, lambda: [n for n in descendants(node) if isinstance(n, cst.Return)])
 
     def enclosing_statements(self, stmt: cst.BaseStatement) -> list[cst.BaseStatement]:
         """stmt, then each compound statement around it, innermost first."""

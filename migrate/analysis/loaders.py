@@ -499,7 +499,7 @@ def _epoch_loops_in_callers(index: ScriptIndex, scope: Scope, loader: str) -> li
     answer: list[EpochLoop] | None = None
     while searches:
         try:
-            request = searches[-1].send(answer)  # type: ignore[arg-type]
+            request = searches[-1].send(answer)  # type: ignore[arg-type]  # a generator's first send must be None, which its answers' type leaves out
         except StopIteration as finished:
             searches.pop()
             active.pop()

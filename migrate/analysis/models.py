@@ -15,7 +15,7 @@ import libcst as cst
 
 from migrate.analysis.closures import closures_reading
 from migrate.analysis.divergence import base_spelling, reinitialization
-from migrate.analysis.index import AttributeUse, Binding, Scope, ScriptIndex, child_nodes, descendants, reachable, spell
+from migrate.analysis.index import AttributeUse, Binding, Scope, ScriptIndex, child_nodes, descendants, reachable, read_names, spell
 from migrate.analysis.homes import COMPILE, DATA_PARALLEL, MOVES, home_binding, without_moves, wraps_itself
 from migrate.analysis.sites import ModelSite
 from migrate.analysis.trained import (
@@ -24,12 +24,16 @@ from migrate.analysis.trained import (
     Stepped,
     calls_of,
     constructed_class,
+    HandedBack,
     evaluation_copy,
+    handed_back,
     is_module_class,
     not_a_module,
     optimizer_owners,
+    rebound_in_order,
     root,
     same_module,
+    statements_within,
     untrained,
 )
 from migrate.analysis.training import (
@@ -414,7 +418,8 @@ def _switched_to(node: cst.CSTNode) -> bool | None | str:
 def _switched_value(node: cst.CSTNode) -> cst.BaseExpression:
     """`model.x` in `model.x.requires_grad_(False)` and in `model.x.requires_grad = False`."""
     if isinstance(node, cst.Call):
-        return node.func.value  # type: ignore[attr-defined]
+        assert isinstance(node.func, cst.Attribute)  # `x.requires_grad_(...)`: how the caller found it
+        return node.func.value
     assert isinstance(node, cst.Assign)
     return next(t.target.value for t in node.targets if isinstance(t.target, cst.Attribute) and t.target.attr.value == "requires_grad")
 
@@ -661,9 +666,11 @@ def _direct_aliases(index: ScriptIndex, site: ModelSite) -> set[tuple[str, str]]
 def _returned_to(index: ScriptIndex, site: ModelSite) -> set[tuple[str, str]]:
     """`model = main()` where main() ends with `return model` (or `losses, model = main()` with
     `return losses, model`): the caller's name is the wrapped model too, unless the caller binds
-    that name again elsewhere."""
+    that name again elsewhere, other than in straight-line code after the call (`model =
+    GPTModel(cfg)` to reload: then only the uses before it are the wrapped model, see `is_after`)."""
     if site.scope.is_module:
         return set()
+    in_order = {(h.name, id(h.call.node)) for h, _held in _handed_back_in_order(index, site)}
     positions = {_returned_position(r.value, site.spelling) for r in index.returns_under(site.scope.node) if r.value}
     positions.discard(None)
     found: set[tuple[str, str]] = set()
@@ -678,9 +685,29 @@ def _returned_to(index: ScriptIndex, site: ModelSite) -> set[tuple[str, str]]:
                 target.elements[position].value if isinstance(target, cst.Tuple) and position < len(target.elements) else None)
             name = spell(element) if element is not None else None
             # a name the caller binds again (`model = GPTModel(...)` to reload) is not followed
-            if name is not None and len(index.bindings_of_in(name, call.place.scope)) == 1:
+            if name is not None and (len(index.bindings_of_in(name, call.place.scope)) == 1
+                                     or (name, id(call.node)) in in_order):
                 found.add((name, call.place.scope.name))
     return found
+
+
+def _handed_back_in_order(index: ScriptIndex, site: ModelSite) -> list[tuple[HandedBack, set[int]]]:
+    """The callers' names for the model `site` returns that the caller binds again in straight-line
+    code (trained.rebound_in_order), each with the ids of the statements where it still holds the
+    returned model (the call's, the reads before the new binding, and the statements inside them)."""
+    known = index.memo("handed_back_in_order")
+    if site not in known:
+        known[site] = [] if site.scope.is_module else [
+            (h, statements_within(index, [h.call.place.stmt, *h.reads]))
+            for h in handed_back(index, site.scope, {site.spelling}) if rebound_in_order(index, h)]
+    return known[site]
+
+
+def _holds_another_model(index: ScriptIndex, stmt: cst.BaseStatement, site: ModelSite) -> bool:
+    """`stmt` names, in a caller, a handed-back name that holds something else there: the caller
+    has bound it again (`model = GPTModel(cfg)`), or has not yet been handed the model."""
+    return any(index.scope_of.get(stmt) is handed.call.place.scope and id(stmt) not in held
+               and handed.name in read_names(stmt) for handed, held in _handed_back_in_order(index, site))
 
 
 def _returned_position(value: cst.BaseExpression, spelling: str) -> int | None:
@@ -724,7 +751,11 @@ def is_after(index: ScriptIndex, stmt: cst.BaseStatement, site: ModelSite, seen:
     """Whether `stmt` runs after the wrapper is applied (statement order within the wrap's block).
     A statement in a function defined in that block runs when the function is called: after the
     wrap when one of its calls is (`def train(): model.init_hidden()` above `model = DDP(model)`,
-    called below it)."""
+    called below it). A statement of a caller the model is handed back to, where the caller's name
+    for it holds another model (bound again in straight-line code), is not: there the name is no
+    longer the wrapped model."""
+    if _holds_another_model(index, stmt, site):
+        return False
     anchor = site.wrap_before or site.wrap_after
     assert anchor is not None
     block, position = index.block_of[anchor]

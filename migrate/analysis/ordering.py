@@ -161,7 +161,7 @@ def _in_callee(sites: TrainingSites, site: ModelSite, side: OptimizerSide) -> Mo
         for binding in index.bindings_of(optimizer):
             scope = binding.place.scope
             call = _only_call_with(sites, scope, site)
-            if call is None or not isinstance(scope.node, cst.FunctionDef):
+            if call is None or not isinstance(scope.node, cst.FunctionDef) or not isinstance(scope.node.body, cst.IndentedBlock):
                 continue
             call_stmt, param = call
             inner = ModelSite(spelling=param, scope=scope, wrap_after=scope.node.body.body[0], wrap_before=None,
@@ -182,7 +182,10 @@ def _only_call_with(sites: TrainingSites, scope: Scope, site: ModelSite) -> tupl
     if len(calls) != 1 or calls[0].place.scope is not site.scope or not isinstance(scope.node, cst.FunctionDef):
         return None
     call = calls[0]
-    block = index.block_of[site.wrap_after or site.wrap_before][0]  # type: ignore[index]
+    anchor = site.wrap_after or site.wrap_before
+    if anchor is None:
+        return None
+    block = index.block_of[anchor][0]
     top = top_statement(index, call.place.stmt, block)
     if top is None:
         return None

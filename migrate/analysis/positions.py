@@ -10,6 +10,7 @@ then found by its own text within that statement's lines.
 from __future__ import annotations
 
 import ast
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import libcst as cst
@@ -21,7 +22,7 @@ class Positions:
     def __init__(self, module: cst.Module, code: str) -> None:
         self.module = module
         self.lines = code.splitlines()
-        self.starts: dict[cst.CSTNode, tuple[int, int]] = {}
+        self.starts: Starts = {}
         _pair_bodies(list(module.body), ast.parse(code).body, self.starts)
         self._parents: dict[cst.CSTNode, cst.CSTNode] | None = None
         self._mapped: set[cst.CSTNode] = set()  # subtrees whose parents are known
@@ -35,7 +36,7 @@ class Positions:
         parent = parents.get(node)
         if parent is None:
             return (0, 0)
-        line, col = self.starts.get(_TextStart(parent)) or self.of(parent, within)  # type: ignore[call-overload]
+        line, col = self.starts.get(_TextStart(parent)) or self.of(parent, within)
         siblings = list(child_nodes(parent))
         before = siblings[: siblings.index(node)]
         if before and not isinstance(parent, (cst.IfExp, cst.Module, cst.FunctionDef, cst.ClassDef)):  # fields not in text order
@@ -86,7 +87,11 @@ class _TextStart:
     node: cst.CSTNode
 
 
-def _pair_bodies(cst_body: list[cst.BaseStatement], ast_body: list[ast.stmt], starts: dict) -> None:  # type: ignore[type-arg]
+# (line, column) where a statement starts, and where a decorated one's text starts (_TextStart)
+Starts = dict[cst.CSTNode | _TextStart, tuple[int, int]]
+
+
+def _pair_bodies(cst_body: list[cst.BaseStatement], ast_body: list[ast.stmt], starts: Starts) -> None:
     position = 0
     for statement in cst_body:
         if position >= len(ast_body):
@@ -103,18 +108,21 @@ def _pair_bodies(cst_body: list[cst.BaseStatement], ast_body: list[ast.stmt], st
         position += 1
 
 
-def _pair_compound(statement: cst.CSTNode, node: ast.AST, starts: dict) -> None:  # type: ignore[type-arg]
+def _pair_compound(statement: cst.CSTNode, node: ast.AST, starts: Starts) -> None:
     body = getattr(statement, "body", None)
-    if isinstance(body, cst.IndentedBlock) and hasattr(node, "body"):
-        _pair_bodies(list(body.body), node.body, starts)
+    ast_body: list[ast.stmt] | None = getattr(node, "body", None)
+    if isinstance(body, cst.IndentedBlock) and ast_body is not None:
+        _pair_bodies(list(body.body), ast_body, starts)
     orelse = getattr(statement, "orelse", None)
-    if isinstance(orelse, cst.If) and getattr(node, "orelse", None):
-        starts[orelse] = (node.orelse[0].lineno, node.orelse[0].col_offset + 1)
-        _pair_compound(orelse, node.orelse[0], starts)
+    ast_orelse: list[ast.stmt] = getattr(node, "orelse", None) or []
+    if isinstance(orelse, cst.If) and ast_orelse:
+        starts[orelse] = (ast_orelse[0].lineno, ast_orelse[0].col_offset + 1)
+        _pair_compound(orelse, ast_orelse[0], starts)
     elif isinstance(orelse, cst.Else) and isinstance(orelse.body, cst.IndentedBlock):
-        _pair_bodies(list(orelse.body.body), getattr(node, "orelse", []), starts)
+        _pair_bodies(list(orelse.body.body), ast_orelse, starts)
     if isinstance(statement, (cst.Try, cst.TryStar)) and isinstance(node, (ast.Try, ast.TryStar)):
-        for handler, ast_handler in zip(statement.handlers, node.handlers):
+        handlers: Sequence[cst.ExceptHandler | cst.ExceptStarHandler] = statement.handlers
+        for handler, ast_handler in zip(handlers, node.handlers):
             if isinstance(handler.body, cst.IndentedBlock):
                 _pair_bodies(list(handler.body.body), ast_handler.body, starts)
         if statement.finalbody is not None and isinstance(statement.finalbody.body, cst.IndentedBlock):

@@ -6,10 +6,14 @@ Read-only facts about the original tree; steps decide what to change at each sit
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import libcst as cst
 
 from migrate.analysis.index import Binding, CallSite, Loop, Scope, ScriptIndex
+
+if TYPE_CHECKING:  # trained.py reads the index and the training sites' helpers; only its record is named here
+    from migrate.analysis.trained import Stepped
 
 
 @dataclass(eq=False)
@@ -83,6 +87,6 @@ class TrainingSites:
     device_bindings: list[Binding] = field(default_factory=list)
     already: str | None = None  # "DistributedDataParallel" etc. when the script is distributed
     notes: list[tuple[str, str, cst.CSTNode]] = field(default_factory=list)  # (code, message, node)
-    stepped: list = field(default_factory=list)  # trained.Stepped: the optimizers stepped in training
+    stepped: list[Stepped] = field(default_factory=list)  # the optimizers stepped in training
     # why the trained module cannot be wrapped (MIG104): text and nodes that stand for their line, and where
-    unwrappable: tuple[list, cst.CSTNode | None] | None = None
+    unwrappable: tuple[list[str | cst.CSTNode], cst.CSTNode | None] | None = None

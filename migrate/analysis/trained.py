@@ -7,13 +7,19 @@ dataset class, a frozen feature extractor or an evaluation copy (`ema_model`) ar
 When every stepped optimizer can be traced (`model.parameters()`, `itertools.chain(a.parameters(),
 b.parameters())`, param groups, a list built beside it), only the modules they hold are wrapped.
 
+A name unpacked from a call of this file's function (`g_opt, d_opt = make_optimizers(g, d)`) holds
+the matching element of the tuple every `return` of it gives (`returned_element`); `handed_out`
+goes the other way, from a value built in such a function to its caller's name for it.
+
 Two values are the same module when they lead back to the same construction: through function
 parameters to every caller (constructors included), plain aliases (`net = model.to(device)`),
 and attributes of instances of this file's classes (`agent.net` is `self.net` of `Agent`).
 
 A function may hand its trained model back (`losses, model = main()`): `handed_back` follows the
-caller's name statement by statement, up to where the caller binds it again, and `caller_teardown`
-says where code that must follow every such use (the process group's teardown) goes in the caller.
+caller's name statement by statement, up to where the caller binds it again (`rebound_in_order`: in
+straight-line code the uses before that binding are the returned model, those after it the new
+one), and `caller_teardown` says where code that must follow every such use (the process group's
+teardown) goes in the caller.
 """
 
 from __future__ import annotations
@@ -228,19 +234,126 @@ def resolve_values(index: ScriptIndex, spelling: str, scope: Scope, depth: int =
                 found.append((passed, caller))
         return found
     binding = _binding(index, spelling, scope)
-    if binding is None or binding.value is None:
+    if binding is None:
         return []
     bindings = [binding]
     if every:
-        bindings = [b for b in index.bindings_of_in(spelling, binding.place.scope) if b.value is not None]
+        bindings = index.bindings_of_in(spelling, binding.place.scope)
     found = []
     for each in bindings:
-        assert each.value is not None
+        if each.value is None:  # `g_opt, d_opt = make_optimizers(...)`: what the function returns there
+            returned = returned_element(index, each, depth, every)
+            if not returned:
+                return []  # a binding this file does not show (`g, g_opt = restore(...)` of another module)
+            found.extend(returned)
+            continue
         spelled = spell(each.value)
         if spelled is not None and not (spelled == spelling and each.place.scope is scope):
             found.extend(resolve_values(index, spelled, each.place.scope, depth + 1, every) or [(each.value, each.place.scope)])
         else:
             found.append((each.value, each.place.scope))
+    return found
+
+
+def unpacked_call(index: ScriptIndex, binding: Binding) -> tuple[CallSite, Scope, int] | None:
+    """`a, b = f(...)` binding `b`, where `f` is a function of this file: the call, `f`'s scope and
+    the position of `b` in the target."""
+    assign = binding.node
+    if not isinstance(assign, cst.Assign) or len(assign.targets) != 1 or not isinstance(assign.value, cst.Call):
+        return None
+    target = assign.targets[0].target
+    if not isinstance(target, (cst.Tuple, cst.List)):
+        return None
+    position = next((k for k, e in enumerate(target.elements) if spell(e.value) == binding.target), None)
+    call = index.call_site(assign.value)
+    callee = callee_scope(index, call) if call is not None else None
+    if position is None or call is None or callee is None or not isinstance(callee.node, cst.FunctionDef):
+        return None
+    return call, callee, position
+
+
+def returned_element(index: ScriptIndex, binding: Binding, depth: int = 0,
+                     every: bool = False) -> list[tuple[cst.BaseExpression, Scope]]:
+    """What `b` of `a, b = f(...)` holds, where every `return` of the function `f` of this file is
+    a tuple as long as the target (`return Adam(g.parameters()), Adam(d.parameters())`, or `return
+    g_opt, d_opt` followed to their bindings in `f`); [] when that cannot be told."""
+    unpacked = unpacked_call(index, binding)
+    if unpacked is None or depth > MAX_DEPTH:
+        return []
+    _call, callee, position = unpacked
+    assert isinstance(binding.node, cst.Assign)
+    size = len(binding.node.targets[0].target.elements)
+    returns = _own_returns(callee.node)
+    found: list[tuple[cst.BaseExpression, Scope]] = []
+    for each in returns:
+        value = each.value
+        if not isinstance(value, cst.Tuple) or len(value.elements) != size or any(
+                isinstance(e, cst.StarredElement) for e in value.elements):
+            return []
+        element = value.elements[position].value
+        spelled = spell(element)
+        found.extend((resolve_values(index, spelled, callee, depth + 1, every) if spelled else []) or [(element, callee)])
+    return found
+
+
+def handed_out(index: ScriptIndex, built: cst.BaseExpression) -> tuple[CallSite, str] | None:
+    """Where a value built in a function of this file reaches its only caller as one name of a
+    tuple: `return Adam(g.parameters()), Adam(d.parameters())` (or `return g_opt, d_opt`) and the
+    caller's `g_opt, d_opt = make_optimizers(g, d)`: that call and the caller's name."""
+    site = index.call_site(built) if isinstance(built, cst.Call) else None
+    function = site.place.scope if site is not None else None
+    if function is None or not isinstance(function.node, cst.FunctionDef) or function.class_name:
+        return None
+    callers = calls_of(index, function)
+    positions = {_element_holding(index, r, built, function) for r in _own_returns(function.node)}
+    if len(callers) != 1 or len(positions) != 1 or None in positions:
+        return None
+    call = callers[0]
+    stmt = call.place.stmt
+    assign = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 else None
+    if not isinstance(assign, cst.Assign) or assign.value is not call.node or len(assign.targets) != 1:
+        return None
+    target, position = assign.targets[0].target, positions.pop()
+    if not isinstance(target, (cst.Tuple, cst.List)) or position is None or position >= len(target.elements):
+        return None
+    element = target.elements[position].value
+    return (call, element.value) if isinstance(element, cst.Name) else None
+
+
+def _element_holding(index: ScriptIndex, returned: cst.Return, built: cst.BaseExpression, function: Scope) -> int | None:
+    """The position of `built` in a returned tuple, itself or a name bound to it in `function`."""
+    if not isinstance(returned.value, cst.Tuple):
+        return None
+    for k, element in enumerate(returned.value.elements):
+        spelled = spell(element.value)
+        if element.value is built or spelled is not None and any(
+                b.value is built for b in index.bindings_of_in(spelled, function)):
+            return k
+    return None
+
+
+def _returned_name(index: ScriptIndex, binding: Binding) -> tuple[str, Scope] | None:
+    """`b` of `a, b = f(...)` where every `return` of `f` (this file's) hands back the same name there."""
+    unpacked = unpacked_call(index, binding)
+    if unpacked is None:
+        return None
+    _call, callee, position = unpacked
+    names = {spell(r.value.elements[position].value) if isinstance(r.value, cst.Tuple) and position < len(r.value.elements)
+             else None for r in _own_returns(callee.node)}
+    name = names.pop() if len(names) == 1 else None
+    return (name, callee) if name is not None else None
+
+
+def _own_returns(function: cst.CSTNode) -> list[cst.Return]:
+    """The `return` statements of a function, not of the functions or classes it defines."""
+    found: list[cst.Return] = []
+    stack = list(child_nodes(function))
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Return):
+            found.append(node)
+        elif not isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            stack.extend(child_nodes(node))
     return found
 
 
@@ -292,11 +405,10 @@ def _root(index: ScriptIndex, spelling: str, scope: Scope) -> Root:
         if spelling == "self" and scope.class_name:
             return ("class", scope.class_name)
         if spelling in scope.params and "." not in spelling:
-            passed = [(spell(v), s) for v, s in passed_arguments(index, scope, spelling)]
-            passed = [(p, s) for p, s in passed if p is not None]
+            passed = [(spelled, s) for v, s in passed_arguments(index, scope, spelling) if (spelled := spell(v)) is not None]
             if not passed:
                 return ("name", spelling, scope.name)
-            spelling, scope = passed[0]  # type: ignore[assignment]
+            spelling, scope = passed[0]
             continue
         binding = _binding(index, spelling, scope)
         if binding is None:
@@ -308,6 +420,10 @@ def _root(index: ScriptIndex, spelling: str, scope: Scope) -> Root:
                 spelling = spelling.rsplit(".", 1)[0]  # `model.encoder` is part of `model`
                 continue
             return ("name", spelling, scope.name)
+        returned = _returned_name(index, binding) if binding.value is None else None
+        if returned is not None:  # `data, model, opt = load_objects()`: the `model` that function returns
+            spelling, scope = returned
+            continue
         inner = _same_module(index, binding.value)
         while inner == spelling and binding.place.scope is scope:  # `model = model.to(device)`: the one before
             earlier = _earlier_binding(index, binding)
@@ -606,6 +722,7 @@ class HandedBack:
     call: CallSite
     reads: list[cst.BaseStatement]  # in the call's block, in order
     read_outside: cst.BaseStatement | None  # a read in a block around the call's (the teardown cannot follow it)
+    rebound: cst.BaseStatement | None = None  # the statement of the call's block that binds the name again
 
 
 def handed_back(index: ScriptIndex, scope: Scope, models: set[str]) -> list[HandedBack]:
@@ -619,8 +736,39 @@ def handed_back(index: ScriptIndex, scope: Scope, models: set[str]) -> list[Hand
         for position in sorted(positions):
             name = _bound_at(call, position)
             if name is not None:
-                reads, outside = _reads_after(index, call.place.stmt, name)
-                found.append(HandedBack(name, call, reads, outside))
+                reads, outside, rebound = _reads_after(index, call.place.stmt, name)
+                found.append(HandedBack(name, call, reads, outside, rebound))
+    return found
+
+
+def rebound_in_order(index: ScriptIndex, handed: HandedBack) -> bool:
+    """Whether the caller binds the handed-back name again only in straight-line code, so that each
+    use plainly means one model or the other: the call runs in no loop of its function, the name is
+    bound again by a plain statement of the call's block (`model = GPTModel(cfg)`, not under an `if`),
+    and every other binding of the name in the caller comes at or after that one."""
+    if handed.rebound is None or not isinstance(handed.rebound, cst.SimpleStatementLine):
+        return False
+    stmt = handed.call.place.stmt
+    if any(isinstance(around, (cst.For, cst.While)) for around in _around_in_function(index, stmt)):
+        return False
+    block, position = index.block_of[stmt]
+    again = index.block_of[handed.rebound][1]
+    for binding in index.bindings_of_in(handed.name, handed.call.place.scope):
+        if binding.place.stmt is stmt:
+            continue
+        top = next((s for s in index.enclosing_statements(binding.place.stmt) if index.block_of.get(s, (None, 0))[0] is block), None)
+        if top is None or index.block_of[top][1] < again:
+            return False
+    return position < again
+
+
+def _around_in_function(index: ScriptIndex, stmt: cst.BaseStatement) -> list[cst.BaseStatement]:
+    """The compound statements around `stmt`, up to its function."""
+    found: list[cst.BaseStatement] = []
+    for around in index.enclosing_statements(stmt)[1:]:
+        if isinstance(around, (cst.FunctionDef, cst.ClassDef)):
+            break
+        found.append(around)
     return found
 
 
@@ -649,21 +797,28 @@ def _bound_at(call: CallSite, position: int) -> str | None:
     return element.value if isinstance(element, cst.Name) else None
 
 
-def _reads_after(index: ScriptIndex, stmt: cst.BaseStatement, name: str) -> tuple[list[cst.BaseStatement], cst.BaseStatement | None]:
+def _reads_after(index: ScriptIndex, stmt: cst.BaseStatement,
+                 name: str) -> tuple[list[cst.BaseStatement], cst.BaseStatement | None, cst.BaseStatement | None]:
     """The statements after `stmt` in its block that read `name`, up to the one that binds it
-    again (that one counts when it reads the name first: `model = model.module`); and the first
-    statement in a block around `stmt` (same function) that still reads it, if any."""
+    again (that one counts when it reads the name first: `model = model.module`); the first
+    statement in a block around `stmt` (same function) that still reads it, if any; and the
+    statement of `stmt`'s block that binds it again, if any."""
     scope = index.scope_of.get(stmt)
     rebinds = {id(b.place.stmt) for b in index.bindings_of_in(name, scope)} if scope is not None else set()
     reads: list[cst.BaseStatement] = []
     for each, level in _statements_after(index, stmt):
         if name in read_names(_without_targets(each)):
             if level > 0:
-                return reads, each
+                return reads, each, None
             reads.append(each)
         if any(id(inner) in rebinds for inner in _statements_in(index, each)):
-            break
-    return reads, None
+            return reads, None, each if level == 0 else None
+    return reads, None, None
+
+
+def statements_within(index: ScriptIndex, stmts: list[cst.BaseStatement]) -> set[int]:
+    """The ids of `stmts` and of every statement inside them (same function)."""
+    return {id(inner) for each in stmts for inner in _statements_in(index, each)}
 
 
 def _statements_after(index: ScriptIndex, stmt: cst.BaseStatement) -> list[tuple[cst.BaseStatement, int]]:

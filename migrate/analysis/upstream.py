@@ -190,7 +190,7 @@ def _position(target: cst.BaseExpression, spelling: str) -> int | None:
 
 
 def _returns(index: ScriptIndex, function: Scope) -> list[tuple[cst.BaseStatement, cst.BaseExpression]]:
-    found = []
+    found: list[tuple[cst.BaseStatement, cst.BaseExpression]] = []
     for stmt, scope in index.scope_of.items():
         if scope is not function or not isinstance(stmt, cst.SimpleStatementLine):
             continue

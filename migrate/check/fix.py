@@ -52,7 +52,7 @@ def fix_source(code: str, path: str = "train.py", codes: tuple[str, ...] = FIXAB
     if not edits.fixed:
         return code, []
     new = script.module.visit(_Apply(edits)).code
-    done = [(*script.position(node), c, what) for node, c, what in edits.fixed]
+    done = [(*(script.position(node) if node is not None else (0, 0)), c, what) for node, c, what in edits.fixed]
     return new, sorted(done)
 
 
@@ -93,7 +93,7 @@ def _loader_of(script: Script, hit: Hit) -> str | None:
 def _add_destroy(script: Script, edits: Edits) -> None:
     for hit in rules_state.process_group_kept(script):
         dist = next((local for local, full in script.index.imports.items() if full == "torch.distributed"), None)
-        site = script.index.call_site(hit.node)
+        site = script.index.call_site(hit.node) if isinstance(hit.node, cst.Call) else None
         if dist is None or site is None:
             return
         line = f"{dist}.destroy_process_group()"
@@ -152,5 +152,5 @@ class _Apply(cst.CSTTransformer):
         return updated.with_changes(body=[*updated.body, *(_statement(s) for s in self.edits.append_module)])
 
 
-def _statement(text: str) -> cst.SimpleStatementLine:
-    return cst.parse_statement(text + "\n")  # type: ignore[return-value]
+def _statement(text: str) -> cst.BaseStatement:
+    return cst.parse_statement(text + "\n")

@@ -103,8 +103,7 @@ def optimizer_state_not_broadcast(script: Script) -> Iterator[Hit]:
     names = _optimizer_names(script)
     broadcasts = script.calls_ending(".broadcast_optimizer_state", "horovod.")
     for call in script.method_calls("load_state_dict"):
-        owner = call.node.func.value  # type: ignore[attr-defined]
-        if script.text(owner) not in names:
+        if not isinstance(call.node.func, cst.Attribute) or script.text(call.node.func.value) not in names:
             continue
         if any(_runs_after(script, b, call) for b in broadcasts):
             continue
@@ -145,10 +144,10 @@ def _bound_to(script: Script, call: CallSite) -> set[str]:
     names = set(script.index.targets_of(call.node))
     returned = isinstance(call.place.stmt, cst.SimpleStatementLine) and any(
         isinstance(small, cst.Return) and small.value is call.node for small in call.place.stmt.body)
-    returned = returned or _returns_a_name(call.place.scope.node, names)
+    returned = returned or _returns_a_name(call.place.scope.node, names) or _in_a_returned_tuple(call)
     if returned and not call.place.scope.is_module:
         for caller in callers_of(script.index, call.place.scope):
-            names |= set(script.index.targets_of(caller.node))
+            names |= set(script.index.targets_of(caller.node)) | _unpacked(caller)
     return names
 
 
@@ -158,3 +157,26 @@ def _returns_a_name(function: cst.CSTNode, names: set[str]) -> bool:
         return False
     return any(isinstance(node, cst.Return) and isinstance(node.value, cst.Name) and node.value.value in names
                for node in descendants(function.body))
+
+
+def _in_a_returned_tuple(call: CallSite) -> bool:
+    """`return Adam(g.parameters()), Adam(d.parameters())`: the optimizer is one element of what its
+    function returns (its caller unpacks it: `g_opt, d_opt = make_optimizers(g, d)`)."""
+    stmt = call.place.stmt
+    if not isinstance(stmt, cst.SimpleStatementLine):
+        return False
+    return any(isinstance(small, cst.Return) and isinstance(small.value, cst.Tuple)
+               and any(element.value is call.node for element in small.value.elements) for small in stmt.body)
+
+
+def _unpacked(caller: CallSite) -> set[str]:
+    """The names `a, b = f(...)` unpacks the call's result into."""
+    stmt = caller.place.stmt
+    smalls = stmt.body if isinstance(stmt, cst.SimpleStatementLine) else []
+    names: set[str] = set()
+    for small in smalls:
+        if isinstance(small, cst.Assign) and small.value is caller.node:
+            for target in small.targets:
+                if isinstance(target.target, (cst.Tuple, cst.List)):
+                    names |= {e.value.value for e in target.target.elements if isinstance(e.value, cst.Name)}
+    return names

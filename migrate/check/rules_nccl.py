@@ -71,7 +71,7 @@ def _cpu_constructor(script: Script, call: cst.Call) -> bool:
 
 def _moved(script: Script, name: str) -> bool:
     """`name.to(...)`, `name.cuda()` anywhere (in place for a module, or read into another name)."""
-    return any(spell(c.node.func.value) == name for m in MOVES for c in script.method_calls(m))  # type: ignore[attr-defined]
+    return any(isinstance(c.node.func, cst.Attribute) and spell(c.node.func.value) == name for m in MOVES for c in script.method_calls(m))
 
 
 def _never_moved(script: Script, model: cst.BaseExpression) -> bool:

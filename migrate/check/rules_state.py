@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from migrate.analysis.index import descendants, read_names, spell
+from migrate.analysis.index import Binding, CallSite, descendants, read_names, spell
 from migrate.check.facts import DATA_PARALLEL, DDP_WRAPPERS, FSDP1_WRAPPERS, FULLY_SHARD, PROCESS_GROUP_INITS, Hit, Script, argument, is_optimizer
 
 
@@ -70,7 +70,7 @@ def _state_dict_owner(node: cst.CSTNode) -> str | None:
     return None
 
 
-def _bound_before(script: Script, binding, owner: str, save) -> bool:  # type: ignore[no-untyped-def]
+def _bound_before(script: Script, binding: Binding, owner: str, save: CallSite) -> bool:
     if binding.target != owner:
         return False
     if binding.place.scope is save.place.scope:

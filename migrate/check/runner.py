@@ -17,10 +17,15 @@ import json
 import re
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING
 
 from migrate.model import InputError
 from migrate.paths import select as select_files
 from migrate.sources import read
+
+if TYPE_CHECKING:  # the rules and the parsed script need libcst: imported when a check runs
+    from migrate.check.facts import Hit, Script
+    from migrate.check.rules import Rule
 
 NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Z0-9, ]+))?", re.IGNORECASE)
 
@@ -49,7 +54,7 @@ class Outcome:
     checked: int = 0
 
 
-def check_source(code: str, path: str = "train.py", rules: Iterable = ()) -> list[Violation]:  # type: ignore[type-arg]
+def check_source(code: str, path: str = "train.py", rules: Iterable[Rule] = ()) -> list[Violation]:
     """The violations of one script's text, sorted by place (every rule when `rules` is empty).
     Raises InputError for text that does not parse."""
     from migrate.check.facts import parse_script
@@ -61,11 +66,11 @@ def check_source(code: str, path: str = "train.py", rules: Iterable = ()) -> lis
     return sorted(kept, key=lambda v: (v.path != path, v.path, v.line, v.col, v.code))
 
 
-def _violation(script, rule, hit) -> Violation:  # type: ignore[no-untyped-def]
+def _violation(script: Script, rule: Rule, hit: Hit) -> Violation:
     if hit.where is not None:
         path, line, col = hit.where
     else:
-        path, (line, col) = script.path, script.position(hit.node)
+        path, (line, col) = script.path, script.position(hit.node) if hit.node is not None else (0, 0)
     return Violation(path, line, col, rule.code, rule.severity, hit.message)
 
 
@@ -81,7 +86,7 @@ def _silenced(code: str, violation: Violation) -> bool:
     return not codes or violation.code.startswith(tuple(codes))
 
 
-def check_file(path: str, rules: Iterable = ()) -> list[Violation] | InputError:  # type: ignore[type-arg]
+def check_file(path: str, rules: Iterable[Rule] = ()) -> list[Violation] | InputError:
     """One file's violations, or the InputError that says why it could not be checked."""
     try:
         return check_source(read(path).text, path, rules)
@@ -91,7 +96,7 @@ def check_file(path: str, rules: Iterable = ()) -> list[Violation] | InputError:
         return InputError(path, 0, 0, "nested too deeply to analyse; not checked", code="MIG901")
 
 
-def check_paths(paths: Iterable[str], rules: Iterable = (), exclude: Iterable[str] = ()) -> Outcome:  # type: ignore[type-arg]
+def check_paths(paths: Iterable[str], rules: Iterable[Rule] = (), exclude: Iterable[str] = ()) -> Outcome:
     """Every file named or found in a folder named (migrate.paths.select), checked."""
     chosen = tuple(rules)
     selection = select_files(paths, exclude)

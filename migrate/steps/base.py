@@ -14,7 +14,7 @@ from typing import Protocol, TypeVar
 
 import libcst as cst
 
-from migrate.analysis.index import Scope
+from migrate.analysis.index import Scope, ScriptIndex
 from migrate.analysis.positions import Positions
 from migrate.analysis.sites import ModelSite, TrainingSites
 from migrate.findings import finding
@@ -59,7 +59,7 @@ class Context:
     hoisted_datasets: list[cst.BaseStatement] = field(default_factory=list)  # `ds = Dataset(...)` taken out of a DataLoader call
 
     @property
-    def index(self):  # type: ignore[no-untyped-def]
+    def index(self) -> ScriptIndex:
         return self.sites.index
 
     # -- names of things the new code refers to ---------------------------------------------

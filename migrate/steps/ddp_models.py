@@ -37,8 +37,9 @@ def ddp_models(ctx: Context) -> None:
         if _refuse_late_change(ctx, site, backward):
             return
     frozen = [wholly_frozen(ctx.index, site) for site in sites]
-    if sites and all(node is not None for node in frozen):
-        _refuse_frozen(ctx, sites[0], frozen[0])  # type: ignore[arg-type]
+    first = frozen[0] if frozen else None
+    if first is not None and all(node is not None for node in frozen):
+        _refuse_frozen(ctx, sites[0], first)
         return
     kept = [site for site, node in zip(sites, frozen) if node is None]  # nothing to train: not wrapped
     ctx.sites.models = kept
@@ -100,7 +101,7 @@ def _report_gaps(ctx: Context, site: ModelSite, gaps: list[Gap]) -> None:
                anchor)
 
 
-def _short(ctx: Context, node) -> str:  # type: ignore[no-untyped-def]
+def _short(ctx: Context, node: cst.CSTNode) -> str:
     """`model.to(device)`, or the first line of a longer statement, in backquotes."""
     code = ctx.code(node).strip().splitlines()[0]
     return f"`{code[:60]}{'...' if len(code) > 60 else ''}`"

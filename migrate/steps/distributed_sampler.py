@@ -76,7 +76,8 @@ def _report_unsharded(ctx: Context) -> None:
         message = f"no `for` loop over batches was found around backward; the training data is not sharded: {shard_by_hand(ctx)}"
     else:
         iterated = loader_spelling(index, loop)
-        seen = f"iterates `{iterated}`" if iterated else f"runs `for ... in {ctx.code(loop.node.iter)}`"  # type: ignore[union-attr]
+        header = f"for ... in {ctx.code(loop.node.iter)}" if isinstance(loop.node, cst.For) else f"while {ctx.code(loop.node.test)}"
+        seen = f"iterates `{iterated}`" if iterated else f"runs `{header}`"
         unbound = sorted(n for n in names - {iterated} if not index.bindings_of(n))
         if iterated and unbound:
             seen += f" (passed in as `{unbound[0]}`, which this file does not build)"
@@ -119,7 +120,7 @@ def _shard(ctx: Context, site: LoaderSite) -> bool | None:
         return None
     unpacked = _unpacked_kwargs(call)
     known = _dict_keys(ctx, unpacked, site.call.place.scope) if unpacked is not None else set()
-    if known is not None and known & {"sampler", "batch_sampler"}:
+    if unpacked is not None and known is not None and known & {"sampler", "batch_sampler"}:
         ctx.report("MIG102", f"this DataLoader gets a sampler through `**{ctx.code(unpacked)}`, kept as is: every rank "
                    "will read all of it; shard it by rank", call)
         return None
@@ -220,15 +221,15 @@ def _dict_keys(ctx: Context, value: cst.BaseExpression, scope: Scope) -> set[str
                         return None
                     keys |= found
             elif func.attr.value in ("setdefault",) and call.node.args:
-                found = _string(call.node.args[0].value)
-                if found is None:
+                key = _string(call.node.args[0].value)
+                if key is None:
                     return None
-                keys.add(found)
+                keys.add(key)
     for node in _subscript_targets(scope.node, name):
-        found = _string(node)
-        if found is None:
+        key = _string(node)
+        if key is None:
             return None
-        keys.add(found)
+        keys.add(key)
     return keys
 
 
@@ -360,9 +361,10 @@ def _no_epoch_loop_message(ctx: Context, step: Loop | None) -> str:
         if caller is not None:
             around = caller.place.loops[-1]
     fresh = _fresh_iterator(step.node) if step is not None else None
-    if step is not None and fresh is not None and isinstance(step.node, cst.For) and step.target:
+    fresh_call = _fresh_call(step.node) if step is not None else None
+    if step is not None and fresh is not None and fresh_call is not None and isinstance(step.node, cst.For) and step.target:
         return (f"the training loop at line {ctx.position(step.node)[0]} (`for {step.target} in ...`) takes its batches "
-                f"from a new `iter({fresh})` (line {ctx.position(_fresh_call(step.node))[0]}), and a DistributedSampler "
+                f"from a new `iter({fresh})` (line {ctx.position(fresh_call)[0]}), and a DistributedSampler "
                 f"gives every new iterator the same order until set_epoch changes it, so each draw would start from "
                 f"the same batch: call {fresh}.sampler.set_epoch({step.target}) right before each `iter({fresh})` "
                 "(a new number each time a new iterator is made)")

@@ -10,11 +10,17 @@ that rank 0 has not finished (FileNotFoundError, BadZipFile). So the unit is:
   that calls nothing of torch's but such a download or a save: a function that builds or trains
   is no helper; also a function that calls a helper and otherwise only handles files and
   paths), or such a fetching call itself, or `requests.get` under a test of the filesystem;
+- lifted to the `try:` around it whose handler downloads again (`try: fetch(URL) except
+  RequestException: fetch(MIRROR)`: the handler runs only where the body failed, so the two are
+  one unit, not one that moves and one "some ranks never reach");
 - lifted to the outermost `if` around it in its function whose test reads the filesystem
-  (`if not os.path.exists(p):`): that test must not run on the other ranks while rank 0 writes,
-  or a later rank skips the block (and a barrier in it) that an earlier one entered;
+  (`if not os.path.exists(p):`, or a name bound to such a test: `all_exist = all(p.exists() for
+  p in files)`, `if not all_exist:`): that test must not run on the other ranks while rank 0
+  writes, or a later rank skips the block (and a barrier in it) that an earlier one entered;
 - with the statements right after it that unpack or move what it fetched (`extractall`,
-  `os.rename`, `shutil.unpack_archive`).
+  `os.rename`, `shutil.unpack_archive`), or call a file function of the script: one that only
+  makes files from files (`make_csvs(out)`: writes a file, calls nothing of torch's); the unit
+  runs such a function's statements too, where no other place calls it.
 
 This module only finds units (and, with `filesystem_test_around`, the `if` of the filesystem
 above any statement); steps/shared_files.py decides where one can run on one process per node,
@@ -25,7 +31,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from migrate.analysis.index import CallSite, Scope, ScriptIndex, descendants, spell
+from migrate.analysis.index import CallSite, Scope, ScriptIndex, descendants, read_names, spell
+from migrate.analysis.training import callers_of
 
 # calls that fetch from the network and leave a file
 FETCHES_TO_FILE = frozenset({
@@ -134,8 +141,10 @@ def download_sites(index: ScriptIndex) -> list[CallSite]:
 
 def unit_of(index: ScriptIndex, stmt: cst.BaseStatement) -> list[cst.BaseStatement]:
     """The statements of one block that make the download `stmt` holds: the outermost `if` that
-    tests the filesystem around it (else the statement itself), then the unpacking right after."""
-    top = filesystem_test_around(index, stmt) or stmt
+    tests the filesystem around it (else the `try:` that downloads again in a handler, else the
+    statement itself), then the unpacking and file handling right after."""
+    start = retrying_try(index, stmt) or stmt
+    top = filesystem_test_around(index, start) or start
     located = index.block_of.get(top)
     if located is None:
         return [top]
@@ -148,16 +157,52 @@ def unit_of(index: ScriptIndex, stmt: cst.BaseStatement) -> list[cst.BaseStateme
     return unit
 
 
-def filesystem_test_around(index: ScriptIndex, stmt: cst.BaseStatement) -> cst.If | None:
-    """The outermost `if` around `stmt`, in its own function, whose test reads the filesystem: a
-    barrier placed under it is skipped by a rank that tests after another rank has written."""
+def retrying_try(index: ScriptIndex, stmt: cst.BaseStatement) -> cst.Try | None:
+    """The outermost `try:` around `stmt`, in its own function, whose body downloads and one of
+    whose handlers downloads again (`except RequestException: fetch(BACKUP, ...)`): one unit, since
+    the handler runs only where the body failed (a barrier there would be met by some ranks only)."""
     found = None
     for around in index.enclosing_statements(stmt)[1:]:
         if isinstance(around, (cst.FunctionDef, cst.ClassDef)):
             break
-        if isinstance(around, cst.If) and tests_filesystem(index, around.test):
+        if isinstance(around, cst.Try) and _downloads_under(index, around.body) and any(
+                _downloads_under(index, handler.body) for handler in around.handlers):
             found = around
     return found
+
+
+def _downloads_under(index: ScriptIndex, node: cst.CSTNode) -> bool:
+    """A call of a download helper, or one that fetches to a file, under `node`."""
+    helpers = download_helpers(index)
+    for call in index.calls_under(node):
+        site = index.call_site(call)
+        if site is not None and (site.name in FETCHES_TO_FILE or helper_called(index, site, helpers) is not None):
+            return True
+    return False
+
+
+def filesystem_test_around(index: ScriptIndex, stmt: cst.BaseStatement) -> cst.If | None:
+    """The outermost `if` around `stmt`, in its own function, whose test reads the filesystem
+    (itself, or through a name bound to such a test: `if not all_exist:`): a barrier placed under
+    it is skipped by a rank that tests after another rank has written."""
+    found = None
+    for around in index.enclosing_statements(stmt)[1:]:
+        if isinstance(around, (cst.FunctionDef, cst.ClassDef)):
+            break
+        if isinstance(around, cst.If) and (tests_filesystem(index, around.test) or _names_a_filesystem_test(index, around)):
+            found = around
+    return found
+
+
+def _names_a_filesystem_test(index: ScriptIndex, stmt: cst.If) -> bool:
+    """`if not all_exist:` where `all_exist = all(p.exists() for p in paths)` in the same function:
+    each rank read the answer from the filesystem at its own moment."""
+    scope = index.scope_of.get(stmt)
+    if scope is None:
+        return False
+    return any(binding.value is not None and tests_filesystem(index, binding.value)
+               for name in read_names(stmt.test) if "." not in name
+               for binding in index.bindings_of_in(name, scope))
 
 
 def tests_filesystem(index: ScriptIndex, test: cst.BaseExpression) -> bool:
@@ -174,7 +219,10 @@ def tests_filesystem(index: ScriptIndex, test: cst.BaseExpression) -> bool:
 
 def _unpacks(index: ScriptIndex, stmt: cst.BaseStatement) -> bool:
     """A statement whose calls only unpack, move or remove files (`with zipfile.ZipFile(p) as z:
-    z.extractall(d)`, `os.rename(a, b)`)."""
+    z.extractall(d)`, `os.rename(a, b)`), or a call standing alone of a function of the script
+    that only makes files from files (`make_csvs(out)`, see `file_functions`)."""
+    if _calls_file_function(index, stmt):
+        return True
     calls = index.calls_under(stmt)
     if not calls:
         return False
@@ -186,12 +234,82 @@ def _unpacks(index: ScriptIndex, stmt: cst.BaseStatement) -> bool:
     return True
 
 
+# what a function that only makes files from files may not call: a model, a collective
+NOT_FILE_WORK = ("torch.", "horovod.", "deepspeed.", "accelerate.", "lightning.", "pytorch_lightning.")
+# what writes a file besides `_writes` (a table)
+TABLE_WRITES = frozenset({"to_csv", "to_json", "to_parquet", "to_pickle", "to_feather", "to_excel"})
+
+
+def file_functions(index: ScriptIndex) -> dict[str, Scope]:
+    """The script's top-level functions, not download helpers, that make files from files
+    (`make_csvs(out)`: reads the unpacked data, writes `train.csv`): they write a file, call
+    nothing of torch's (nor of another distributed library), call only such functions of the
+    script (or ones that call nothing of torch's either), and declare no `global`. Run right after
+    a download, they belong to its unit."""
+    def build() -> dict[str, Scope]:
+        helpers = download_helpers(index)
+        found: dict[str, Scope] = {}
+        for name, scope in index.functions.items():
+            if scope.is_module or scope.class_name is not None or name in helpers:
+                continue
+            calls = index.calls_from(scope)
+            if _torch_free(index, scope, 0) and any(_writes(index, c) or _writes_table(c) for c in calls):
+                found[name] = scope
+        return found
+
+    return index.derived("file_functions", build)
+
+
+def _writes_table(call: CallSite) -> bool:
+    return isinstance(call.node.func, cst.Attribute) and call.node.func.attr.value in TABLE_WRITES
+
+
+def _torch_free(index: ScriptIndex, scope: Scope, depth: int) -> bool:
+    """No call of torch's (or another distributed library's), no `global`/`nonlocal`, and the
+    script's functions it calls are the same (a few levels deep)."""
+    if depth > 3 or any(isinstance(n, (cst.Global, cst.Nonlocal)) for n in descendants(scope.node)):
+        return False
+    for call in index.calls_from(scope):
+        if (call.name or "").startswith(NOT_FILE_WORK):
+            return False
+        callee = index.functions.get(call.name or "")
+        if callee is not None and callee is not scope and not _torch_free(index, callee, depth + 1):
+            return False
+    return True
+
+
+def _calls_file_function(index: ScriptIndex, stmt: cst.BaseStatement) -> bool:
+    """`make_csvs(out)` standing alone (its answer, if any, unused)."""
+    if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
+        return False
+    small = stmt.body[0]
+    if not isinstance(small, cst.Expr) or not isinstance(small.value, cst.Call):
+        return False
+    site = index.call_site(small.value)
+    return site is not None and (site.name or "") in file_functions(index)
+
+
 def what_runs(index: ScriptIndex, unit: list[cst.BaseStatement]) -> tuple[list[cst.BaseStatement], list[Scope]]:
-    """Every statement the unit runs (its own and those of the helpers it calls, at any depth),
-    and those helpers."""
-    helpers = download_helpers(index)
+    """Every statement the unit runs (its own, those of the helpers it calls, at any depth, and
+    those of the file functions it calls that no other place calls), and those functions."""
+    excluded: set[int] = set()
+    while True:
+        seen, helpers, files = _reached(index, unit, excluded)
+        called_elsewhere = {id(scope) for scope in files
+                            if any(id(call.place.stmt) not in seen for call in callers_of(index, scope))}
+        if not called_elsewhere:
+            return list(seen.values()), helpers + files
+        excluded |= called_elsewhere
+
+
+def _reached(index: ScriptIndex, unit: list[cst.BaseStatement],
+             excluded: set[int]) -> tuple[dict[int, cst.BaseStatement], list[Scope], list[Scope]]:
+    """The statements under the unit and the helpers and file functions (but `excluded`) it calls,
+    at any depth; those helpers; those file functions."""
+    helpers, files = download_helpers(index), file_functions(index)
     seen: dict[int, cst.BaseStatement] = {}
     scopes: dict[int, Scope] = {}
+    followed: dict[int, Scope] = {}
     pending: list[cst.CSTNode] = list(unit)
     while pending:
         node = pending.pop()
@@ -203,4 +321,8 @@ def what_runs(index: ScriptIndex, unit: list[cst.BaseStatement]) -> tuple[list[c
             if scope is not None and id(scope) not in scopes:
                 scopes[id(scope)] = scope
                 pending.append(scope.node)
-    return list(seen.values()), list(scopes.values())
+            other = files.get(site.name or "") if site is not None else None
+            if other is not None and id(other) not in followed and id(other) not in excluded:
+                followed[id(other)] = other
+                pending.append(other.node)
+    return seen, list(scopes.values()), list(followed.values())

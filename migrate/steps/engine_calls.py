@@ -368,7 +368,7 @@ def _unmovable(ctx: Context, accumulation: Accumulation) -> str | None:
     for call in calls_in(test):
         if spell(call.func) not in PURE_CALLS:
             return f"it calls `{ctx.code(call.func)}`"
-    reads = {spelled for node in descendants(test) if (spelled := spell(node)) is not None}
+    reads = {spelled for node in descendants(test) if isinstance(node, cst.BaseExpression) and (spelled := spell(node)) is not None}
     between, _ = _step_if(ctx, accumulation)
     for stmt in between:
         for bound in _bound_spellings(stmt):

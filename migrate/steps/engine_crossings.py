@@ -121,7 +121,7 @@ def _rewrite(ctx: Context, crossing: Crossing) -> None:
     ctx.plan.insert_after(_top(ctx, crossing.backward.node, block), statements(f"{spelled}.module.requires_grad_(True)\n"))
 
 
-def _top(ctx: Context, node: cst.CSTNode, block: cst.Module | cst.IndentedBlock) -> cst.BaseStatement:
+def _top(ctx: Context, node: cst.Call, block: cst.Module | cst.IndentedBlock) -> cst.BaseStatement:
     site = ctx.index.call_site(node)
     assert site is not None
     top = top_statement(ctx.index, site.place.stmt, block)
@@ -162,7 +162,7 @@ def _unsafe(ctx: Context, crossing: Crossing, engines: tuple[ModelOrdering, ...]
     return None
 
 
-def _switches_gradients(ctx: Context, other: ModelOrdering) -> cst.CSTNode | None:
+def _switches_gradients(ctx: Context, other: ModelOrdering) -> cst.BaseStatement | None:
     """A line of the script that sets `requires_grad` on the other model's weights
     (`D.requires_grad_(False)`), or a loop over its parameters that does (`for p in D.parameters():
     p.requires_grad = False`)."""

@@ -42,8 +42,8 @@ def report_no_engine(ctx: Context, ordering: NoModelOrdering) -> None:
     elif reason is Unordered.OPTIMIZER_REBUILT and ordering.seen is not None:
         line = ctx.position(ordering.seen)[0]
         scope = ctx.index.scope_of.get(ordering.seen)
-        elsewhere = scope is not None and scope is not models[0].scope
-        where = f", in `{scope.name}()`, which the training loop calls" if elsewhere else ""
+        called = scope is not None and scope is not models[0].scope
+        where = f", in `{scope.name}()`, which the training loop calls" if called and scope is not None else ""
         ctx.report("MIG129", f"`{ordering.optimizers[0]}` is built again during training (line {line}{where}: "
                    f"`{first_line(ctx, ordering.seen)}`); a DeepSpeed engine keeps the optimizer it was given, so the "
                    f"new one would never step; {LEFT}", ordering.seen)

@@ -26,13 +26,24 @@ CUDA tensors only, so its tensor must go to the current GPU (setup's `torch.cuda
 there and to the CPU under gloo: the device expression follows the same test as the backend.
 Where DeepSpeed is kept on the CPU with a model the script never moves, its group is gloo on every
 host, and so is its tensor: the CPU (migrate.steps.deepspeed_engine.epoch_figures chooses).
+
+A number a training function returns from this rank's batches (`mean_loss = train_epoch(...)`,
+analysis.epoch_sums.returned_metrics) is reduced where it is bound, on the same device, before
+anything reads it, so `scheduler.step(mean_loss)` lowers the LR on the same epoch on every rank and
+`if mean_loss < best:` saves (and gathers, under FSDP and ZeRO-3) on every rank or on none:
+
+    mean_loss = train_epoch(model, loader, opt)
+    # what train_epoch returned covers this rank's batches only: the mean over every rank
+    shared = torch.tensor(mean_loss, dtype=torch.float64)
+    dist.all_reduce(shared)
+    mean_loss = shared.item() / dist.get_world_size()
 """
 
 from __future__ import annotations
 
 import libcst as cst
 
-from migrate.analysis.epoch_sums import EpochSums, epoch_sums, how_reduced
+from migrate.analysis.epoch_sums import EpochSums, ReturnedMetric, epoch_sums, how_reduced, returned_metrics
 from migrate.analysis.index import free_name
 from migrate.steps.base import Context, Step, statements
 from migrate.steps.horovod_synchronize import block_position
@@ -59,6 +70,31 @@ def reduce_epoch_figures(ctx: Context, device: str | None) -> None:
         if sums is not None:
             ctx.plan.insert_after(loop.node, statements(_reduce_code(ctx, sums, device)))
             _report(ctx, sums, loop.node)
+    for metric in returned_metrics(ctx.sites):
+        ctx.plan.insert_after(metric.stmt, statements(_metric_code(ctx, metric, device)))
+        ctx.report("MIG007", f"{metric_reduced(ctx, metric)} over every rank where it is bound (dist.all_reduce), "
+                   "so every rank decides with the same value (the LR schedule, a test before saving), as the "
+                   "original did over every batch", metric.stmt)
+
+
+def metric_reduced(ctx: Context, metric: ReturnedMetric) -> str:
+    """"`mean_loss`, what `train_epoch(...)` returns from this rank's batches only, averaged"."""
+    how = "averaged" if metric.averaged else "summed"
+    return (f"`{metric.name}`, what `{ctx.code(metric.call.func)}(...)` returns from this rank's batches only, "
+            f"{how}")
+
+
+def _metric_code(ctx: Context, metric: ReturnedMetric, device: str | None) -> str:
+    torch = ctx.torch
+    dist = ctx.module_name("torch.distributed", "dist")
+    shared = free_name("shared", ctx.index.names_under(ctx.index.module))
+    on = f", device={ctx.spell(device)}" if device is not None else ""
+    mean = f" / {dist}.get_world_size()" if metric.averaged else ""
+    what = "the mean" if metric.averaged else "the sum"
+    return (f"# what {ctx.code(metric.call.func)} returned covers this rank's batches only: {what} over every rank\n"
+            f"{shared} = {torch}.tensor({metric.name}, dtype={torch}.float64{on})\n"
+            f"{dist}.all_reduce({shared})\n"
+            f"{metric.name} = {shared}.item(){mean}\n")
 
 
 def _reduce_code(ctx: Context, sums: EpochSums, device: str | None) -> str:

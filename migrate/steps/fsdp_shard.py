@@ -33,7 +33,7 @@ from migrate.analysis.models import aliases, is_after, top_statement
 from migrate.analysis.placement import placed_by_script
 from migrate.analysis.sites import ModelSite
 from migrate.analysis.state_dicts import moved_names
-from migrate.analysis.index import free_name, spell
+from migrate.analysis.index import AttributeUse, Scope, ScriptIndex, free_name, spell
 from migrate.analysis.trained import calls_of, optimizer_owners
 from migrate.analysis.training import argument
 from migrate.analysis.upstream import upstream
@@ -96,7 +96,8 @@ def _above_its_optimizer(ctx: Context, site: ModelSite) -> cst.BaseStatement | N
     own = {name for name, scope in aliases(index, site) if scope == site.scope.name}
     anchor = site.wrap_before or site.wrap_after
     assert anchor is not None
-    places = [(own, site.scope, index.block_of[anchor][0], None)]
+    places: list[tuple[set[str], Scope, cst.Module | cst.IndentedBlock, cst.BaseStatement | None]] = [
+        (own, site.scope, index.block_of[anchor][0], None)]
     for link in upstream(index, site):
         if link.built is not None:
             continue  # built right in the call that hands it on: no optimizer over it before
@@ -155,7 +156,7 @@ def _binds_on_the_same_line(ctx: Context, stmt: cst.BaseStatement, site: ModelSi
     return any(b.place.stmt is stmt and b.target == site.spelling for b in ctx.index.bindings)
 
 
-def _holds(ctx: Context, call: cst.Call, scope) -> set[str]:  # type: ignore[no-untyped-def]
+def _holds(ctx: Context, call: cst.Call, scope: Scope) -> set[str]:
     """The names of the modules whose parameters an optimizer construction holds, with every module
     above each (`model.backbone`'s parameters are `model`'s too); every name it reads when that
     cannot be told."""
@@ -166,7 +167,7 @@ def _holds(ctx: Context, call: cst.Call, scope) -> set[str]:  # type: ignore[no-
     return {spelling.rsplit(".", cut)[0] for spelling in spelled for cut in range(spelling.count(".") + 1)}
 
 
-def _before(index, stmt: cst.BaseStatement, hand_off: cst.BaseStatement, block) -> bool:  # type: ignore[no-untyped-def]
+def _before(index: ScriptIndex, stmt: cst.BaseStatement, hand_off: cst.BaseStatement, block: cst.Module | cst.IndentedBlock) -> bool:
     """Whether `stmt` (directly in `block`) runs before the statement of `block` holding `hand_off`."""
     top = top_statement(index, hand_off, block)
     return top is not None and index.block_of[stmt][1] < index.block_of[top][1]
@@ -424,7 +425,7 @@ def _descendants(node: cst.CSTNode) -> list[cst.CSTNode]:
     return found
 
 
-def _refuse_weight_rewrite(ctx: Context, site: ModelSite, use) -> None:  # type: ignore[no-untyped-def]
+def _refuse_weight_rewrite(ctx: Context, site: ModelSite, use: AttributeUse) -> None:
     """MIG309: a method that rewrites the weights, called after the shard."""
     ctx.report("MIG309", f"`{ctx.code(use.node)}(...)` rewrites `{site.spelling}`'s weights after it is sharded: "
                "registered with register_fsdp_forward_method, the rewrite would land on gathered weights that are "

@@ -30,12 +30,13 @@ from __future__ import annotations
 
 import libcst as cst
 
-from migrate.analysis.index import AttributeUse, Scope, free_name, read_names, spell
+from migrate.analysis.index import AttributeUse, Scope, free_name, spell
 from migrate.analysis.models import aliases, is_after
 from migrate.analysis.sites import ModelSite
 from migrate.analysis.state_dicts import StateDictRead, earlier_names, model_state_dicts, moved_names
-from migrate.analysis.trained import calls_of
+from migrate.analysis.trained import Stepped, calls_of
 from migrate.analysis.training import argument
+from migrate.rewrite import NodeEdit
 from migrate.steps.base import Context, expression, statement, statements
 from migrate.steps.gathers import outside_open_files, outside_rank_guards, report_gather_on_some_ranks
 from migrate.steps.wrap_model import StateLambda, lambda_shown, load_former_data_parallel_keys, saved_module, state_lambda
@@ -138,7 +139,7 @@ def _insert_gather(ctx: Context, stmt: cst.BaseStatement, gather: cst.BaseStatem
     statement it goes above. Saves one after the other (`torch.save(G.state_dict(), ...)` then
     `torch.save(D.state_dict(), ...)`) gather first, all of them, so one rank-0 block holds the saves."""
     anchor = _gather_place(ctx, stmt)
-    if report_gather_on_some_ranks(ctx, anchor, site, "FSDP", refuse=True) or _under_a_trained_value(ctx, anchor, site):
+    if report_gather_on_some_ranks(ctx, anchor, site, "FSDP", refuse=True):
         ctx.refused = True  # the ranks that skip the gather leave the others waiting: no script that hangs
     gathered = ctx.recorded(Gathered, create=True)
     run_start = _start_of_run(ctx, anchor, gathered.anchors)
@@ -148,31 +149,6 @@ def _insert_gather(ctx: Context, stmt: cst.BaseStatement, gather: cst.BaseStatem
         return run_start
     ctx.plan.insert_above(anchor, gather)
     return anchor
-
-
-def _under_a_trained_value(ctx: Context, anchor: cst.BaseStatement, site: ModelSite) -> bool:
-    """MIG121 when the gather sits under a test of a value a training function of the script
-    returned (`mean_loss = train(...)`, then `if mean_loss < best_loss:`): each rank trained on its
-    own batches, so the ranks disagree, and those that skip the gather leave the others waiting."""
-    index = ctx.index
-    scope = index.scope_of.get(anchor)
-    for around in index.enclosing_statements(anchor)[1:]:
-        if not isinstance(around, (cst.If, cst.While)) or scope is None:
-            continue
-        for name in sorted(read_names(around.test)):
-            for binding in index.bindings_of_in(name, scope):
-                value = binding.value
-                callee = index.functions.get(index.qualify(value.func) or "") if isinstance(value, cst.Call) else None
-                if callee is None or callee.name not in ctx.sites.training_scopes:
-                    continue
-                ctx.report("MIG121", f"the gather of `{site.spelling}`'s weights for saving runs only when "
-                           f"`{ctx.code(around.test)}` (line {ctx.position(around)[0]}) holds, and `{name}` is what "
-                           f"`{ctx.code(value.func)}(...)` (line {ctx.position(binding.node)[0]}) returned after training "
-                           "on this rank's own batches: under FSDP every rank must take part in the gather, so ranks "
-                           "that skip it leave the others waiting; all-reduce the value first, or decide on rank 0 and "
-                           "broadcast the decision; the file is left unchanged", anchor)
-                return True
-    return False
 
 
 def _start_of_run(ctx: Context, anchor: cst.BaseStatement, gathered: list[cst.BaseStatement]) -> cst.BaseStatement:
@@ -301,9 +277,16 @@ def _optimizers(ctx: Context) -> None:
                 load = ctx.imported(CHECKPOINT, "set_optimizer_state_dict")
                 helper = _named_state_helper(ctx)
                 head = f"{load}({model}, {optimizer}, {helper}({model}, {optimizer}, "
-                options = _options(ctx, SCATTER)
-                ctx.plan.replace(call, lambda updated, head=head, options=options: expression(
-                    f"{head}{cst.Module([]).code_for_node(updated.args[0].value)}), options={options})"))
+                ctx.plan.replace(call, _loaded_through(head, _options(ctx, SCATTER)))
+
+
+def _loaded_through(head: str, options: str) -> NodeEdit:
+    """`opt.load_state_dict(state)` -> `{head}state), options={options})`: the state loaded through `head`."""
+    def edit(updated: cst.CSTNode) -> cst.CSTNode:
+        if not isinstance(updated, cst.Call) or not updated.args:
+            return updated
+        return expression(f"{head}{cst.Module([]).code_for_node(updated.args[0].value)}), options={options})")
+    return edit
 
 
 def _model_names(ctx: Context, site: ModelSite) -> set[tuple[str, str]]:
@@ -395,7 +378,7 @@ def _is_import_or_docstring(stmt: cst.BaseStatement) -> bool:
                and isinstance(small.value, (cst.SimpleString, cst.ConcatenatedString)) for small in stmt.body)
 
 
-def _site_of(ctx: Context, stepped) -> ModelSite | None:  # type: ignore[no-untyped-def]
+def _site_of(ctx: Context, stepped: Stepped) -> ModelSite | None:
     """The sharded model an optimizer holds (the only one, when what it holds cannot be told)."""
     if stepped.owners is None:
         return ctx.sites.models[0] if len(ctx.sites.models) == 1 else None

@@ -1,6 +1,10 @@
 """Where a framework that shards the weights (DeepSpeed ZeRO-3, FSDP) gathers them for saving:
 on every rank, above the statement that reads them and above any `with open(...)` holding it
-(rank 0 alone writes that file), and never under a condition on this rank's own batches.
+(rank 0 alone writes that file), and never under a condition on this rank's own batches: one
+that reads a loss or a value computed from it, or a value a training function returned
+(`mean_loss = train_epoch(...)`) that was not reduced over the ranks where it is bound
+(analysis.epoch_sums: a returned mean or sum of the losses is reduced, and a test of it is then the
+same on every rank).
 """
 
 from __future__ import annotations
@@ -8,6 +12,8 @@ from __future__ import annotations
 import libcst as cst
 
 from migrate.analysis.divergence import per_rank_condition
+from migrate.analysis.epoch_sums import trained_value
+from migrate.analysis.index import read_names
 from migrate.analysis.sites import ModelSite
 from migrate.steps.base import Context
 
@@ -44,15 +50,35 @@ def tests_rank(test: str) -> bool:
 def report_gather_on_some_ranks(ctx: Context, anchor: cst.BaseStatement, site: ModelSite, sharding: str,
                                 refuse: bool = False) -> bool:
     """MIG121 when the gather runs under a condition on this rank's own batches (`if total <
-    best:` with `total` summed from its losses): where `sharding` ("ZeRO-3", "FSDP") shards the
+    best:` with `total` summed from its losses, or `if mean_loss < best:` with `mean_loss` what a
+    training function returned and not reduced over the ranks): where `sharding` ("ZeRO-3", "FSDP") shards the
     weights every rank must gather. `refuse`: the caller leaves the file unchanged. Returns whether it reported."""
     condition = per_rank_condition(ctx.sites, anchor)
+    why = "that reads a value of this rank's own batches"
+    if condition is None:
+        condition, why = _under_a_trained_value(ctx, anchor)
     if condition is None:
         return False
     test = ctx.code(condition.test)
     ctx.report("MIG121", f"the gather of `{site.spelling}`'s weights for saving runs only when `{test}` (line "
-               f"{ctx.position(condition)[0]}) holds, and that reads a value of this rank's own batches: under {sharding} "
+               f"{ctx.position(condition)[0]}) holds, and {why}: under {sharding} "
                "every rank must take part in the gather, so ranks that skip it leave the others waiting; test a value "
                "every rank shares (all-reduce it first), or decide on rank 0 and broadcast the decision"
                + ("; the file is left unchanged" if refuse else ""), anchor)
     return True
+
+
+def _under_a_trained_value(ctx: Context, anchor: cst.BaseStatement) -> tuple[cst.If | cst.While | None, str]:
+    """The `if`/`while` around `anchor`, in its function, that tests a value a training function
+    returned and that was not reduced over the ranks (`if mean_loss < best:` after `loss, acc =
+    train(...)`), and the words that say so."""
+    scope = ctx.index.scope_of.get(anchor)
+    for around in ctx.index.enclosing_statements(anchor)[1:]:
+        if not isinstance(around, (cst.If, cst.While)) or scope is None:
+            continue
+        for name in sorted(read_names(around.test)):
+            binding = trained_value(ctx.sites, name, scope)
+            if binding is not None and isinstance(binding.node.value, cst.Call):
+                return around, (f"`{name}` is what `{ctx.code(binding.node.value.func)}(...)` (line "
+                                f"{ctx.position(binding.node)[0]}) returned after training on this rank's own batches")
+    return None, ""

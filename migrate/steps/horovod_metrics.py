@@ -13,14 +13,21 @@ Which sums are taken, which are averaged (divided by this rank's `len(loader)`) 
 and the loops left alone, are migrate.analysis.epoch_sums' (the torch.distributed targets' step,
 steps.epoch_figures, uses the same). `torch.tensor` of a Python int is an int64 and of a float a
 float32, and `.item()` gives back the same Python type, so counts stay ints.
+
+A number a training function returns from this rank's batches (`mean_loss = train_epoch(...)`,
+analysis.epoch_sums.returned_metrics) is reduced where it is bound, before anything reads it, so
+the LR schedule and a test before saving agree on every rank:
+
+    mean_loss = hvd.allreduce(torch.tensor(mean_loss, dtype=torch.float64), op=hvd.Average).item()
 """
 
 from __future__ import annotations
 
 import libcst as cst
 
-from migrate.analysis.epoch_sums import EpochSums, epoch_sums, how_reduced
+from migrate.analysis.epoch_sums import EpochSums, ReturnedMetric, epoch_sums, how_reduced, returned_metrics
 from migrate.steps.base import Context, statements
+from migrate.steps.epoch_figures import metric_reduced
 from migrate.steps.horovod_synchronize import block_position
 
 
@@ -35,6 +42,20 @@ def horovod_metrics(ctx: Context) -> None:
         ctx.plan.insert_after(loop.node, statements(_allreduce_code(ctx, sums)))
         ctx.report("MIG405", f"{how_reduced(sums)} over every rank after the training loop (hvd.allreduce), so what "
                    "rank 0 prints covers every rank's batches, as the original's did", loop.node)
+    for metric in returned_metrics(ctx.sites):
+        ctx.plan.insert_after(metric.stmt, statements(_metric_code(ctx, metric)))
+        ctx.report("MIG405", f"{metric_reduced(ctx, metric)} over every rank where it is bound (hvd.allreduce), "
+                   "so every rank decides with the same value (the LR schedule, a test before saving), as the "
+                   "original did over every batch", metric.stmt)
+
+
+def _metric_code(ctx: Context, metric: ReturnedMetric) -> str:
+    hvd = ctx.module_name("horovod.torch", "hvd")
+    op = "Average" if metric.averaged else "Sum"
+    what = "the mean" if metric.averaged else "the sum"
+    return (f"# what {ctx.code(metric.call.func)} returned covers this rank's batches only: {what} over every rank\n"
+            f"{metric.name} = {hvd}.allreduce({ctx.torch}.tensor({metric.name}, dtype={ctx.torch}.float64), "
+            f"op={hvd}.{op}).item()\n")
 
 
 def _allreduce_code(ctx: Context, sums: EpochSums) -> str:

@@ -2,6 +2,9 @@
 where it is built (or once its model is moved and cast), so its gradients are averaged across ranks
 during backward.
 
+- Built in a function of this file and returned in a tuple its only caller unpacks (`g_opt, d_opt =
+  make_optimizers(g, d, cfg)`): each is wrapped right after that line, under the caller's name, its
+  parameters named by the models the caller passes (analysis.trained.handed_out).
 - Names: Horovod names every all-reduce after its parameter; two optimizers over two models (a
   GAN's generator and discriminator) both have `net.0.weight`, which Horovod refuses mid-backward
   ("a tensor with the same name as another tensor"), so with several optimizers each model's names
@@ -46,10 +49,10 @@ import libcst as cst
 
 from migrate.analysis.episodes import environment_control
 from migrate.analysis.gradients import last_change
-from migrate.analysis.index import Scope, descendants, read_names, spell
+from migrate.analysis.index import CallSite, Scope, descendants, read_names, spell
 from migrate.analysis.sites import ModelSite
 from migrate.analysis.training import argument, calls_in
-from migrate.analysis.trained import Stepped, optimizer_owners
+from migrate.analysis.trained import Stepped, handed_out, optimizer_owners, passed_arguments
 from migrate.steps.base import Context, Wrapper, expression, statements
 from migrate.steps.engine_refusals import rebinding_words
 from migrate.steps.horovod_rebuilt import Rebuild, rebuilds, retire
@@ -306,7 +309,7 @@ def _instances_collide(ctx: Context, optimizer: Wrapped) -> str:
     return ""
 
 
-def _only_construction(ctx: Context, call) -> Wrapped:  # type: ignore[no-untyped-def]
+def _only_construction(ctx: Context, call: CallSite) -> Wrapped:
     """The one torch optimizer the file builds, when the steps reach it through something the
     analysis does not follow (a tuple a helper returns, handed to a class that steps it)."""
     stmt = call.place.stmt
@@ -455,15 +458,37 @@ def _scope_of(ctx: Context, stmt: cst.BaseStatement) -> Scope | None:
     return None
 
 
+def _in_the_caller(ctx: Context, optimizer: Wrapped) -> tuple[cst.BaseStatement, str, Wrapped] | None:
+    """An optimizer a function of this file builds and returns in a tuple its only caller unpacks
+    (`g_opt, d_opt = make_optimizers(g, d, cfg)`): the caller's line, its name for the optimizer, and
+    the optimizer with its models as the caller spells them (the arguments it passes), so that the
+    wrap goes after that line, outside the function; None where any of that cannot be told."""
+    handed = handed_out(ctx.index, optimizer.built) if not optimizer.alternatives and not optimizer.wrap_after else None
+    if handed is None or not _named(optimizer):
+        return None
+    call, name = handed
+    owners = []
+    for owner in optimizer.owners or []:
+        passed = passed_arguments(ctx.index, owner.scope, owner.spelling) if owner.spelling in owner.scope.params else []
+        spelled = [spell(value) for value, caller in passed if caller is call.place.scope]
+        if len(spelled) != 1 or spelled[0] is None:
+            return None
+        owners.append(dataclasses.replace(owner, spelling=spelled[0], scope=call.place.scope))
+    return call.place.stmt, name, dataclasses.replace(optimizer, owners=owners)
+
+
 def _wrap(ctx: Context, optimizer: Wrapped, several: bool, loaded: bool) -> None:
     hvd = ctx.module_name("horovod.torch", "hvd")
-    arguments = _named_parameters(ctx, optimizer, several)
+    caller = _in_the_caller(ctx, optimizer)
+    arguments = _named_parameters(ctx, caller[2] if caller else optimizer, several)
     if optimizer.passes is not None:
         arguments += f", backward_passes_per_step={optimizer.passes}"
     target = None
     for built in (optimizer.built, *optimizer.alternatives):
         stmt = ctx.index.statement_holding(built)
         target = _assigned_name(stmt, built)
+        if caller is not None:
+            stmt, target = caller[0], caller[1]
         if target is not None and stmt is not None:
             ctx.plan.insert_after(optimizer.wrap_after or stmt, statements(f"{target} = {hvd}.DistributedOptimizer({target}{arguments})\n"
                                                    + _owner_broadcasts(ctx, optimizer)))
@@ -534,7 +559,7 @@ def _wrap_rebuild(ctx: Context, optimizer: Wrapped, rebuild: Rebuild, several: b
     if rebuild.built is None:
         state = ("the state that call loads is then broadcast from rank 0" if loads
                  else "its state is what that call gives every rank")
-        ctx.report("MIG401", f"`{rebuild.target}` bound again to the optimizer `{ctx.code(rebuild.stmt.body[0].value)[:60]}` "  # type: ignore[attr-defined]
+        ctx.report("MIG401", f"`{rebuild.target}` bound again to the optimizer `{ctx.code(getattr(rebuild.stmt.body[0], 'value'))[:60]}` "
                    f"returns is wrapped in hvd.DistributedOptimizer too, over the same parameters' names{accumulation}; "
                    f"{retired}; {state}", rebuild.stmt)
         return

@@ -23,6 +23,7 @@ backward first:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -30,6 +31,7 @@ import libcst as cst
 from migrate.analysis.index import CallSite, Scope, descendants, read_names, spell
 from migrate.analysis.trained import Owner, Stepped
 from migrate.analysis.training import callee_scope, calls_in
+from migrate.rewrite import RunWrap
 from migrate.steps.base import Context, expression, statements
 
 GRADIENT_READERS = ("clip_grad_norm_", "clip_grad_value_", "clip_grad_norm", "unscale_")
@@ -76,7 +78,8 @@ def synchronize_before_reads(ctx: Context, optimizer: Wrapped) -> None:
         step = stepped.step
         if block_position(ctx, step.place.stmt)[0] is None:
             continue
-        through_scaler = spell(step.node.func) is not None and not spell(step.node.func).startswith(stepped.spelling + ".")  # type: ignore[union-attr]
+        stepped_through = spell(step.node.func)
+        through_scaler = stepped_through is not None and not stepped_through.startswith(stepped.spelling + ".")
         first_reader = None
         for stmt in _statements_before(ctx, step.place.stmt):
             if _has_backward(ctx, stmt):
@@ -111,7 +114,7 @@ def _statements_before(ctx: Context, stmt: cst.BaseStatement) -> list[cst.BaseSt
             return found
         stmt = parent
 
-def _skip_synchronize(ctx: Context, name: str):  # type: ignore[no-untyped-def]
+def _skip_synchronize(ctx: Context, name: str) -> RunWrap:
     item = expression(f"{name}.skip_synchronize()")
 
     def build(run: list[cst.BaseStatement]) -> cst.BaseCompoundStatement:
@@ -141,7 +144,7 @@ def _reads_gradients(ctx: Context, stmt: cst.CSTNode) -> bool:
     return _calls_anywhere(ctx, stmt, lambda name: name in GRADIENT_READERS, 0)
 
 
-def _calls_anywhere(ctx: Context, node: cst.CSTNode, wanted, depth: int) -> bool:  # type: ignore[no-untyped-def]
+def _calls_anywhere(ctx: Context, node: cst.CSTNode, wanted: Callable[[str], bool], depth: int) -> bool:
     """A call whose last name passes `wanted`, under `node` or in the functions of this file it
     calls (four calls deep)."""
     for call in calls_in(node):
@@ -301,7 +304,7 @@ def _arguments_of(ctx: Context, scope: Scope, reached: set[str]) -> set[str]:
     return found
 
 
-def _refuse_unnamed(ctx: Context, backward, optimizer: Wrapped, models: list[str]) -> None:  # type: ignore[no-untyped-def]
+def _refuse_unnamed(ctx: Context, backward: CallSite, optimizer: Wrapped, models: list[str]) -> None:
     """MIG403: the backward reaches another function's optimizer, which it cannot name."""
     name = sorted(s.spelling for s in optimizer.stepped)[0]
     stepping = sorted({s.step.place.scope.name for s in optimizer.stepped})
@@ -325,7 +328,7 @@ def _steps(stmt: cst.CSTNode, optimizer: Wrapped) -> bool:
     return any(any(s.step.node is call for s in optimizer.stepped) for call in calls_in(stmt))
 
 
-def _reached_names(ctx: Context, backward) -> set[str] | None:  # type: ignore[no-untyped-def]
+def _reached_names(ctx: Context, backward: CallSite) -> set[str] | None:
     """The names the loss of `backward` is computed from, through the assignments before it in
     its function (`.detach()` cuts a path); None when it is not `name.backward()`."""
     func = backward.node.func
@@ -347,7 +350,8 @@ def _reached_names(ctx: Context, backward) -> set[str] | None:  # type: ignore[n
         if earlier and ctx.index.parent_of.get(earlier[-1].place.stmt) is ctx.index.parent_of.get(backward.place.stmt):
             earlier = earlier[-1:]  # rebound in the backward's own block: the last value is the one it reads
         for binding in earlier:
-            pending |= _undetached_names(binding.value)
+            if binding.value is not None:
+                pending |= _undetached_names(binding.value)
     return reached
 
 
@@ -356,8 +360,9 @@ def _undetached_names(value: cst.CSTNode) -> set[str]:
         return set()
     if isinstance(value, cst.Attribute) and value.attr.value == "data":
         return set()  # `fake.data`: the tensor without its graph
-    if isinstance(value, (cst.Name, cst.Attribute)) and spell(value):
-        return read_names(value) | {spell(value)}  # type: ignore[arg-type]
+    spelled = spell(value) if isinstance(value, (cst.Name, cst.Attribute)) else None
+    if spelled:
+        return read_names(value) | {spelled}
     if isinstance(value, cst.Attribute):
         return _undetached_names(value.value)  # `D(fake.detach()).mean`: what the call reads
     found: set[str] = set()
@@ -367,6 +372,6 @@ def _undetached_names(value: cst.CSTNode) -> set[str]:
     return found
 
 
-def in_header(ctx: Context, call) -> bool:  # type: ignore[no-untyped-def]
+def in_header(ctx: Context, call: CallSite) -> bool:
     """A call in an `if`/`while` test: no statement can follow it alone."""
     return not isinstance(call.place.stmt, cst.SimpleStatementLine)

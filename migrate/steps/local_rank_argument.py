@@ -33,6 +33,14 @@ class NoLocalRankArgument:
     where: str
 
 
+def _with_underscore_spelling(updated: cst.CSTNode) -> cst.CSTNode:
+    """`add_argument("--local-rank", ...)` -> `add_argument("--local_rank", "--local-rank", ...)`."""
+    if not isinstance(updated, cst.Call):
+        return updated
+    spelling = cst.Arg(cst.SimpleString('"--local_rank"'), comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+    return updated.with_changes(args=[spelling, *updated.args])
+
+
 def local_rank_argument(ctx: Context) -> None:
     _sibling_parser(ctx)
     index = ctx.index
@@ -42,9 +50,7 @@ def local_rank_argument(ctx: Context) -> None:
         return
     if declared:  # only `--local-rank`: the launcher's `--local_rank=N` becomes its other spelling
         first = declared[0]
-        ctx.plan.replace(first, lambda updated: updated.with_changes(
-            args=[cst.Arg(cst.SimpleString('"--local_rank"'), comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))),
-                  *updated.args]))
+        ctx.plan.replace(first, _with_underscore_spelling)
         return
     for call in index.calls:
         func = call.node.func

@@ -32,7 +32,7 @@ from migrate.analysis.devices import (
     torch_device_calls,
 )
 from migrate.analysis.entry import runs_in_process_group
-from migrate.analysis.index import Place, Scope
+from migrate.analysis.index import Binding, Place, Scope
 from migrate.rewrite import with_fields
 from migrate.steps.base import Context, expression, statement
 
@@ -203,7 +203,7 @@ def _held_device(ctx: Context, scope: Scope) -> str | None:
     return None
 
 
-def _plain_device_bindings(ctx: Context) -> list:  # type: ignore[type-arg]
+def _plain_device_bindings(ctx: Context) -> list[Binding]:
     """`device = torch.device(...)` bindings that needed no rewrite (already CPU-aware)."""
     index = ctx.index
     return list(index.derived("plain_device_bindings", lambda: [

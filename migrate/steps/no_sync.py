@@ -8,6 +8,7 @@ from __future__ import annotations
 import libcst as cst
 
 from migrate.analysis.sites import Accumulation
+from migrate.rewrite import RunWrap
 from migrate.steps.base import Context, expression
 
 
@@ -38,7 +39,7 @@ def steps_leftovers(ctx: Context, accumulation: Accumulation) -> bool:
     return True
 
 
-def _builder(ctx: Context, accumulation: Accumulation):  # type: ignore[no-untyped-def]
+def _builder(ctx: Context, accumulation: Accumulation) -> RunWrap:
     contextlib = ctx.module_name("contextlib")
     skip_sync = negated(ctx, accumulation.condition)
     item = expression(f"{accumulation.model}.no_sync() if {skip_sync} else {contextlib}.nullcontext()")

@@ -16,6 +16,7 @@ directly or through the script's own functions, keeps a statement off the guard.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -67,7 +68,7 @@ def rank_zero(ctx: Context) -> None:
     _report_handle_reads(ctx)
 
 
-def _bound_names(index: ScriptIndex, matches) -> set[str]:  # type: ignore[no-untyped-def]
+def _bound_names(index: ScriptIndex, matches: Callable[[str], bool]) -> set[str]:
     return {
         b.target
         for b in index.bindings

@@ -4,10 +4,12 @@ process did to the filesystem now happens N times, concurrently.
 - Dataset downloads (`download=True`): the first process on each node downloads, then a barrier,
   then every rank builds the dataset from the files (torchvision skips a download it finds done).
 - The script's own downloads (a helper that fetches and writes, `urlretrieve`, ...; see
-  download_units.py): the whole unit (with the `if not os.path.exists(p):` around it and the
-  unpacking after it) on the first process of each node, then a barrier; the helper's own writes,
-  moves and directories are left as they are (it runs on that one process). Where the unit binds a
-  name read below, may run a collective, or no barrier can be placed, a finding names the line.
+  download_units.py): the whole unit (with the `if not os.path.exists(p):` around it, a `try:`
+  whose handler downloads from a mirror, and the unpacking and file functions after it) on the
+  first process of each node, then a barrier; the helper's own writes, moves and directories are
+  left as they are (it runs on that one process). Where the unit binds a name read below, may run
+  a collective, or no barrier can be placed, a finding names the line; its helpers are then left
+  whole on every rank (no write on rank 0 alone that every rank reads back), their other calls too.
 - `os.mkdir` / `os.makedirs` / `Path.mkdir` (without `exist_ok`, or with `exist_ok=False`):
   `exist_ok=True`, so the rank that comes second does not crash on the directory the first one
   made (`if not exists: mkdir` is a race, not a guard). Where the script relies on the error (a
@@ -35,6 +37,8 @@ finding says what was seen and what to do.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import libcst as cst
 
@@ -322,7 +326,7 @@ def _directory(ctx: Context, call: CallSite) -> None:
     ctx.plan.replace(node, _exist_ok_rewrite(ctx, is_os, at))
 
 
-def _exist_ok_rewrite(ctx: Context, is_os: bool, at: int | None):  # type: ignore[no-untyped-def]
+def _exist_ok_rewrite(ctx: Context, is_os: bool, at: int | None) -> Callable[[cst.CSTNode], cst.CSTNode]:
     """`os.mkdir(d)` / `os.makedirs(d)` -> `os.makedirs(d, exist_ok=True)`; `p.mkdir(...)` ->
     `p.mkdir(..., exist_ok=True)`; an `exist_ok=False` (argument `at`, by name or place) becomes True."""
     true = cst.Name("True")
@@ -355,7 +359,7 @@ def _directory_named(node: cst.Call, is_os: bool) -> cst.CSTNode:
     return node.func.value
 
 
-def _named_per_run(ctx: Context, node: cst.CSTNode, scope, depth: int) -> bool:  # type: ignore[no-untyped-def]
+def _named_per_run(ctx: Context, node: cst.CSTNode, scope: Scope, depth: int) -> bool:
     """The name reads the clock or a random id (`time.strftime(...)`, `datetime.now()`, `uuid4()`),
     directly or through the names it is built from in this function."""
     if any((ctx.index.qualify(c.func) or "").startswith(PER_RUN) for c in calls_in(node)):
@@ -561,7 +565,8 @@ def _first_line(ctx: Context, stmt: cst.BaseStatement) -> str:
 def _download_units(ctx: Context) -> set[int]:
     """Each download unit on local rank 0, then a barrier (see download_units.py); the ids of the
     statements the units run, which need no edit of their own. A helper that one of its units
-    cannot move keeps its writes on rank 0 (as a plain write), and its other units stay as they are."""
+    cannot move is left whole on every rank (none of its writes on rank 0 alone, while its reads of
+    them run everywhere), its other units with it, and a finding names the call and why."""
     index = ctx.index
     units: dict[int, list[cst.BaseStatement]] = {}
     for site in download_sites(index):
@@ -569,16 +574,17 @@ def _download_units(ctx: Context) -> set[int]:
         units.setdefault(id(unit[0]), unit)
     runs = {key: what_runs(index, unit) for key, unit in units.items()}
     problems = {key: _unit_problem(ctx, unit, runs[key][0]) for key, unit in units.items()}
-    blocked = {id(scope) for key, problem in problems.items() if problem for scope in runs[key][1]}
-    covered: set[int] = set()
+    refused = {key: unit for key, unit in units.items() if problems[key]}
+    blocked = {id(scope): scope for key in refused for scope in runs[key][1]}
+    covered = _leave_whole(ctx, list(blocked.values()))
     for key, unit in units.items():
         problem, (inside, helpers) = problems[key], runs[key]
         if problem:
-            ctx.report("MIG120", f"`{_first_line(ctx, unit[0])}` downloads on every rank at once, {problem}: download the "
-                       "data once before launching, or let one rank per node download while the others wait in "
-                       f"{ctx.distributed.said(ctx.distributed.barrier)}", unit[0])
+            _refused_unit_finding(ctx, unit[0], problem, helpers)
             continue
-        if any(id(scope) in blocked for scope in helpers):
+        held = next((scope for scope in helpers if id(scope) in blocked), None)
+        if held is not None:
+            _held_unit_finding(ctx, unit[0], held, refused, runs)
             continue
         own = {id(stmt) for stmt in unit}
         covered |= {id(stmt) for stmt in inside}
@@ -588,6 +594,60 @@ def _download_units(ctx: Context) -> set[int]:
         if problem is None:
             _unit_on_local_rank_zero(ctx, unit)
     return covered
+
+
+def _leave_whole(ctx: Context, helpers: list[Scope]) -> set[int]:
+    """The helpers as the script wrote them, on every rank: the rank-0 guards another step put on
+    their writes are dropped (a write on rank 0 alone, read back on every rank at once, is worse
+    than the same write on every rank); only their messages stay on rank 0. The ids of their
+    statements, which no later edit touches."""
+    covered: set[int] = set()
+    for scope in helpers:
+        inside, _nested = what_runs(ctx.index, [scope.node])
+        covered |= {id(stmt) for stmt in inside}
+        for stmt in inside:
+            if ctx.plan.guarded.get(stmt) == ctx.rank_zero_test() and not _only_messages(ctx, stmt):
+                del ctx.plan.guarded[stmt]
+    return covered
+
+
+def _only_messages(ctx: Context, stmt: cst.BaseStatement) -> bool:
+    """`print(...)` or a logging call standing alone."""
+    if not isinstance(stmt, cst.SimpleStatementLine):
+        return False
+    for small in stmt.body:
+        if not isinstance(small, cst.Expr) or not isinstance(small.value, cst.Call):
+            return False
+        func = small.value.func
+        name = ctx.index.qualify(func) or spell(func) or ""
+        if not (name == "print" or name.startswith("logging.")
+                or (isinstance(func, cst.Attribute) and func.attr.value in ("debug", "info", "warning", "warn"))):
+            return False
+    return True
+
+
+def _helper_names(helpers: list[Scope]) -> str:
+    names = ", ".join(f"`{scope.name}`" for scope in helpers)
+    return f"{names} {'are' if len(helpers) > 1 else 'is'}"
+
+
+def _refused_unit_finding(ctx: Context, first: cst.BaseStatement, problem: str, helpers: list[Scope]) -> None:
+    kept = (f"; so {_helper_names(helpers)} left whole on every rank, as the script wrote it (no write on rank 0 "
+            "alone while every rank reads it), and every rank downloads") if helpers else ""
+    ctx.report("MIG120", f"`{_first_line(ctx, first)}` downloads on every rank at once, {problem}{kept}: download the "
+               "data once before launching, or let one rank per node download while the others wait in "
+               f"{ctx.distributed.said(ctx.distributed.barrier)}", first)
+
+
+def _held_unit_finding(ctx: Context, first: cst.BaseStatement, helper: Scope, refused: dict[int, list[cst.BaseStatement]],
+                       runs: dict[int, tuple[list[cst.BaseStatement], list[Scope]]]) -> None:
+    """A unit that could move, left on every rank because another call of its helper cannot."""
+    other = next(unit[0] for key, unit in refused.items() if any(scope is helper for scope in runs[key][1]))
+    where = f" (line {ctx.position(other)[0]})"
+    ctx.report("MIG120", f"`{_first_line(ctx, first)}` downloads on every rank at once: `{helper.name}` is also called "
+               f"in `{_first_line(ctx, other)}`{where}, which cannot run on one process, so `{helper.name}` is left "
+               "whole on every rank here too; download the data once before launching, or let one rank per node "
+               f"download while the others wait in {ctx.distributed.said(ctx.distributed.barrier)}", first)
 
 
 def _unit_problem(ctx: Context, unit: list[cst.BaseStatement], inside: list[cst.BaseStatement]) -> str | None:
@@ -754,7 +814,7 @@ def _file_handles(ctx: Context, units: set[int]) -> None:
             ctx.plan.guard(guarded, ctx.rank_zero_test())
 
 
-def _uses(ctx: Context, name: str, scope, opens: list[cst.BaseStatement]) -> list[cst.BaseStatement]:  # type: ignore[no-untyped-def]
+def _uses(ctx: Context, name: str, scope: Scope, opens: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
     """The statements of `scope` that read `name`: simple statements, or the compound statement
     whose own header (test, iterable, items) reads it."""
     return [stmt for stmt in ctx.index.readers_in(scope).get(name, ()) if stmt not in opens]

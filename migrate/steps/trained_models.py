@@ -6,7 +6,9 @@ trained module silently train apart.
 The wrapped model must also be followed where the training function hands it back
 (`losses, model = main()`, then `torch.save(model.state_dict(), path)` in the `__main__` block),
 or that save writes what the wrapper holds: DDP's and DeepSpeed's `module.` keys, FSDP's or ZeRO-3's
-shards. Where the caller binds the name again (`model = nn.Linear(4, 1)` to reload), the
+shards. Where the caller binds the name again in straight-line code (`model = GPTModel(cfg)` to
+reload), the uses before that binding are the returned model and those after it the new one
+(analysis.trained.rebound_in_order); where a loop or a branch makes that order unclear, the
 conversion cannot tell the two apart, and where the runtime's teardown cannot follow the caller's
 use of a sharded model (FSDP, ZeRO-3; see steps.init_process_group), a gather there would run
 without a process group: both leave the file unchanged with MIG104, at the save or the use.
@@ -91,7 +93,8 @@ def _report_rebound(ctx: Context, handed: HandedBack, save: cst.Call) -> None:
     again = next((line for line in others if line > call_line), None) or next(line for line in others if line != call_line)
     held = "the wrapper's `module.`-prefixed keys" if ctx.wrapper is None or ctx.wrapper.through_module else "each rank's shards"
     ctx.report("MIG104", f"`{handed.name}` (line {call_line}) is the wrapped model `{spell(handed.call.node.func)}()` returns, "
-               f"but the script also binds `{handed.name}` at line {again}, so the conversion cannot tell which model each "
+               f"but the script also binds `{handed.name}` at line {again}, in an order a loop, a branch or a "
+               f"binding before the call leaves unclear, so the conversion cannot tell which model each "
                f"use of `{handed.name}` means: this save would write {held}, not the model's own weights; the file is left "
                f"unchanged. Give the returned model a name of its own (`trained = ...`) and convert again", save)
     ctx.refused = True

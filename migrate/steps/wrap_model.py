@@ -29,7 +29,7 @@ from migrate.analysis.index import AttributeUse, CallSite, child_nodes, descenda
 from migrate.analysis.training import calls_in
 from migrate.analysis.models import SELF_RETURNING, ForeignReads, aliases, foreign_reads, is_after, unwrapped_too
 from migrate.analysis.sites import ModelSite
-from migrate.rewrite import small_statement_holding
+from migrate.rewrite import small_statement_holding, with_fields
 from migrate.steps.base import WRAPPER_SAFE, Context, Wrapper, expression, statements  # Wrapper: for its importers
 
 STATE_DICT = frozenset({"state_dict", "load_state_dict"})
@@ -407,12 +407,34 @@ def unwrap_later_uses(ctx: Context, site: ModelSite, safe: frozenset[str] = WRAP
     _copies_through_module(ctx, site, names)
     _helpers_through_module(ctx, site, names, safe)
     if not route_saves:
+        _say_prefix_kept(ctx, site, names)
         return
     for call in index.calls_named("torch.save"):
         first = saved_module(call.node.args[0].value) if call.node.args else None
         spelled = index.qualify(first) if first is not None else None
         if spelled and (spelled, call.place.scope.name) in names and is_after(index, call.place.stmt, site):
             ctx.plan.replace_with(first, expression(f"{spelled}.module"))
+
+
+PREFIX_KEPT_NOTE = "# keys keep the module. prefix of nn.DataParallel's checkpoints"
+
+
+def _say_prefix_kept(ctx: Context, site: ModelSite, names: set[tuple[str, str]]) -> None:
+    """A save after the wrap of the model the script had in nn.DataParallel keeps the wrapper's
+    `module.` keys on purpose (its own checkpoints have them): the line says so, so a reader (and
+    `migrate check`'s DC602) knows it is meant."""
+    index = ctx.index
+    for call in index.calls_named("torch.save"):
+        stmt = call.place.stmt
+        if not isinstance(stmt, cst.SimpleStatementLine) or stmt.trailing_whitespace.comment is not None:
+            continue
+        if not is_after(index, stmt, site) or not any((spell(node.value), call.place.scope.name) in names
+                                                      for node in descendants(call.node) if isinstance(node, cst.Attribute)
+                                                      and node.attr.value == "state_dict"):
+            continue
+        comment = cst.TrailingWhitespace(whitespace=cst.SimpleWhitespace("  "), comment=cst.Comment(PREFIX_KEPT_NOTE),
+                                         newline=stmt.trailing_whitespace.newline)
+        ctx.plan.replace(stmt, with_fields(trailing_whitespace=comment))
 
 
 def _subscripts_through_module(ctx: Context, site: ModelSite, names: set[tuple[str, str]]) -> None:

@@ -9,7 +9,7 @@ Artifact: a torchrun launch script beside the converted script.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -18,13 +18,16 @@ from migrate.model import Artifact, Options, Severity
 from migrate.runtime import torch_distributed
 from migrate.targets.base import Conversion, Target
 
+if TYPE_CHECKING:
+    from migrate.steps.base import Context
+
 # gloo for CPU tensors and, when CUDA is available, NCCL for CUDA tensors: a script told to stay on
 # the CPU (`--device cpu`) still all-reduces on a GPU host
 TORCHRUN = torch_distributed(
     "torchrun", '{m}.init_process_group("cpu:gloo,cuda:nccl" if {torch}.cuda.is_available() else "gloo")')
 
 
-def torchrun_launcher(script_path: str, ctx, target: str = "ddp") -> list[Artifact]:  # type: ignore[no-untyped-def]
+def torchrun_launcher(script_path: str, ctx: Context, target: str = "ddp") -> list[Artifact]:
     """run_<script>_<target>.sh: torchrun on this node with the processes --nproc-per-node asks for
     (migrate.launch renders it, as `migrate launch` does)."""
     from migrate.launch import render

@@ -19,6 +19,7 @@ from migrate.targets.base import Conversion, Target
 if TYPE_CHECKING:
     import libcst as cst
 
+    from migrate.analysis.index import Binding
     from migrate.analysis.sites import ModelSite
     from migrate.steps.base import Context
 
@@ -126,7 +127,8 @@ def _where(ctx: Context, device: cst.BaseExpression, call: cst.Call) -> str | No
     """`_first_gpu_or_why` over every value `device` can come from (names, argparse defaults...)."""
     from migrate.analysis.values import origins
 
-    scope = ctx.index.scope_of.get(ctx.index.statement_holding(call))
+    holder = ctx.index.statement_holding(call)
+    scope = ctx.index.scope_of.get(holder) if holder is not None else None
     for origin in origins(ctx.index, device, scope):
         if origin.unknown:
             return f"`{ctx.code(device)}`, a device this tool cannot tell"
@@ -215,7 +217,7 @@ def _loss_names(ctx: Context) -> set[str]:
     return names
 
 
-def _from_model_output(ctx: Context, binding, names: set[tuple[str, str]]) -> bool:  # type: ignore[no-untyped-def]
+def _from_model_output(ctx: Context, binding: Binding, names: set[tuple[str, str]]) -> bool:
     """Whether the statement binds `binding.target` straight from a call of the model
     (`loss = model(x, y)`, `logits, loss = model(x, y)`) or from its output's attribute or item
     (`loss = outputs.loss`, `loss = out[0]` with `out = model(...)`)."""

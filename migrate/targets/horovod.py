@@ -13,7 +13,7 @@ scripts/horovod-wheel makes.
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
@@ -23,6 +23,9 @@ from migrate import launchers
 from migrate.runtime import Runtime
 from migrate.targets.base import Conversion, Target
 from migrate.targets.ddp import Nproc
+
+if TYPE_CHECKING:
+    from migrate.steps.base import Context
 
 HOROVOD = Runtime(
     module="horovod.torch",
@@ -61,7 +64,7 @@ HOROVOD = Runtime(
 )
 
 
-def horovodrun_launcher(script_path: str, ctx) -> list[Artifact]:  # type: ignore[no-untyped-def]
+def horovodrun_launcher(script_path: str, ctx: Context) -> list[Artifact]:
     """run_<script>_horovod.sh: horovodrun on this node, or on the hosts --hosts names (migrate.launch)."""
     from migrate.launch import render
     from migrate.launch_plan import LaunchPlan

@@ -417,7 +417,7 @@ class _ImageNetFake(_FolderFake):
         self._fake_fill(os.path.join(os.fspath(root), split), kwargs.get("loader"), (".jpeg",), split)
         self.wnids = [f"n{i:08d}" for i in range(len(self.classes))]
         self.wnid_to_idx = {wnid: i for i, wnid in enumerate(self.wnids)}
-        self.classes = [(name,) for name in self.classes]  # type: ignore[misc]
+        self.classes = [(name,) for name in self.classes]  # type: ignore[misc]  # ImageNet's classes are tuples of names, where the base holds strings
         self.class_to_idx = {name[0]: i for i, name in enumerate(self.classes)}
 
 

@@ -458,8 +458,8 @@ def _itself(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
 T = torch.Tensor
 SPECIAL: dict[Any, Callable[[Any, tuple[Any, ...], dict[str, Any]], Any]] = {
     T.to: _to, T.cuda: _cuda, T.type: _type, T.cpu: _cpu, T.numpy: _numpy, T.get_device: _get_device,
-    T.device.__get__: _device, T.is_cuda.__get__: _is_cuda, T.grad.__get__: _grad,  # type: ignore[attr-defined]
-    T.data.__set__: _set_data, T.grad.__set__: _set_grad,  # type: ignore[attr-defined]
+    T.device.__get__: _device, T.is_cuda.__get__: _is_cuda, T.grad.__get__: _grad,  # type: ignore[attr-defined]  # torch's stubs type these as plain attributes, not the descriptors they are
+    T.data.__set__: _set_data, T.grad.__set__: _set_grad,  # type: ignore[attr-defined]  # torch's stubs type these as plain attributes, not the descriptors they are
     T.pin_memory: _itself, torch._C._nn._parse_to: _parse_to,
     T.backward: _backward, torch.autograd.backward: _backward, torch.device: _new_device,
 }
@@ -605,7 +605,7 @@ def _patch_record_stream() -> None:
         if not isinstance(stream, _Stream):
             original(self, stream)
 
-    torch.Tensor.record_stream = record_stream  # type: ignore[method-assign,assignment]
+    torch.Tensor.record_stream = record_stream  # type: ignore[method-assign,assignment]  # replaced on purpose: a CPU tensor has no stream
 
 
 def _patch_data_parallel() -> None:
@@ -624,7 +624,7 @@ def _patch_data_parallel() -> None:
         moved = torch.utils._pytree.tree_map(lambda v: v.to(device) if isinstance(v, torch.Tensor) else v, (inputs, kwargs))
         return self.module(*moved[0], **moved[1])
 
-    torch.nn.DataParallel.forward = forward  # type: ignore[method-assign]
+    torch.nn.DataParallel.forward = forward  # type: ignore[method-assign]  # replaced on purpose: the GPU path run on the CPU
 
 
 def _patch_parameter() -> None:
@@ -637,7 +637,7 @@ def _patch_parameter() -> None:
             _tag(parameter, device_of(data))
         return parameter
 
-    torch.nn.Parameter.__new__ = staticmethod(new)  # type: ignore[method-assign,assignment]
+    torch.nn.Parameter.__new__ = staticmethod(new)  # type: ignore[method-assign,assignment]  # replaced on purpose: the GPU path run on the CPU
 
 
 def _patch_load() -> None:
@@ -676,7 +676,7 @@ def _patch_data_loader() -> None:
         original(self, *args, **kwargs)
         self.pin_memory = False
 
-    loader.__init__ = init  # type: ignore[method-assign]
+    loader.__init__ = init  # type: ignore[method-assign]  # replaced on purpose: the GPU path run on the CPU
 
 
 # ---------------------------------------------------------------- torch.distributed
@@ -735,7 +735,7 @@ def _patch_init(c10d: Any) -> None:
         module.new_group = new_group
     c10d._get_object_coll_device = object_device
     c10d.is_nccl_available = lambda: True
-    sys.modules["torch.distributed"].is_nccl_available = lambda: True  # type: ignore[attr-defined]
+    sys.modules["torch.distributed"].is_nccl_available = lambda: True  # type: ignore[attr-defined]  # a ModuleType from sys.modules: its attributes are not known
 
 
 def _checked_collective(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
@@ -752,7 +752,7 @@ def _checked_collective(name: str, original: Callable[..., Any]) -> Callable[...
         return original(*args, **kwargs)
 
     collective.__name__ = name
-    collective.__wrapped__ = original  # type: ignore[attr-defined]
+    collective.__wrapped__ = original  # type: ignore[attr-defined]  # a Callable's __wrapped__ (functools' convention) is not in typeshed
     return collective
 
 
@@ -799,7 +799,7 @@ def _patch_ddp() -> None:
                              "model to its GPU before wrapping it")
         original(self, module, *args, **kwargs)
 
-    DistributedDataParallel.__init__ = init  # type: ignore[method-assign]
+    DistributedDataParallel.__init__ = init  # type: ignore[method-assign]  # replaced on purpose: the GPU path run on the CPU
 
 
 def _patch_distributed() -> None:

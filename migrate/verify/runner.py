@@ -324,18 +324,18 @@ def install_training_hooks(probe: Probe) -> Callable[[], None]:
     handles = [register_module_forward_pre_hook(probe.forward_pre),
                register_module_forward_hook(probe.forward_post, always_call=True),
                register_optimizer_step_pre_hook(probe.step_pre), register_optimizer_step_post_hook(probe.step_post)]
-    real_backward = torch.Tensor.backward
+    real_backward: Callable[..., Any] = torch.Tensor.backward  # torch leaves it unannotated
 
     def backward(self: Any, *args: Any, **kwargs: Any) -> Any:
         probe.backward(self)
         return real_backward(self, *args, **kwargs)
 
-    torch.Tensor.backward = backward  # type: ignore[method-assign]
+    torch.Tensor.backward = backward  # type: ignore[method-assign]  # patched on purpose: the probe sees every backward
 
     def remove() -> None:
         for handle in handles:
             handle.remove()
-        torch.Tensor.backward = real_backward  # type: ignore[method-assign]
+        torch.Tensor.backward = real_backward  # type: ignore[method-assign]  # torch's own method put back
 
     return remove
 
@@ -354,14 +354,14 @@ def install_compare_hooks(batch_scale: int) -> None:
             shuffle = False
         real_loader_init(self, dataset, batch_size, shuffle, *args, **kwargs)
 
-    data.DataLoader.__init__ = loader_init  # type: ignore[method-assign]
+    data.DataLoader.__init__ = loader_init  # type: ignore[method-assign]  # patched on purpose: every loader the script builds is seen
     real_sampler_init = data.distributed.DistributedSampler.__init__
 
     def sampler_init(self: Any, *args: Any, **kwargs: Any) -> None:
         real_sampler_init(self, *args, **kwargs)
         self.shuffle = False
 
-    data.distributed.DistributedSampler.__init__ = sampler_init  # type: ignore[method-assign]
+    data.distributed.DistributedSampler.__init__ = sampler_init  # type: ignore[method-assign]  # patched on purpose: every sampler is seen
 
 
 def parse(argv: list[str]) -> argparse.Namespace:

@@ -257,11 +257,11 @@ class Stream(io.TextIOBase):
         return True
 
     @property
-    def encoding(self) -> str:  # type: ignore[override]
+    def encoding(self) -> str:  # type: ignore[override]  # typeshed declares it a plain attribute of TextIO; read-only here
         return self.target.encoding
 
     @property
-    def errors(self) -> str | None:  # type: ignore[override]
+    def errors(self) -> str | None:  # type: ignore[override]  # typeshed declares it a plain attribute of TextIO; read-only here
         return self.target.errors
 
     def __getattr__(self, name: str) -> Any:
@@ -279,7 +279,7 @@ class Bytes(io.RawIOBase):
         data = bytes(data)
         self.stream.target.flush()
         self.stream.note(data.decode("utf-8", errors="replace"), sys._getframe(1))
-        _write_all(self.stream.target.buffer.raw.fileno(), data)  # type: ignore[attr-defined]
+        _write_all(self.stream.target.buffer.raw.fileno(), data)  # type: ignore[attr-defined]  # a TextIOWrapper's buffer is a BufferedWriter; typeshed's BinaryIO has no `raw`
         return len(data)
 
     def writable(self) -> bool:

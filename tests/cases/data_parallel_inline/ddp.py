@@ -42,7 +42,7 @@ def main():
             loss.backward()
             optimizer.step()
     if dist.get_rank() == 0:
-        torch.save({"state_dict": model.state_dict()}, "model.pth")
+        torch.save({"state_dict": model.state_dict()}, "model.pth")  # keys keep the module. prefix of nn.DataParallel's checkpoints
     dist.barrier()  # no rank exits while rank 0 still writes its files
     dist.destroy_process_group()
 

@@ -59,7 +59,7 @@ def main():
             print(f"epoch {epoch}: loss {loss.item():.4f}")
 
     if dist.get_rank() == 0:
-        torch.save(model.state_dict(), args.save)
+        torch.save(model.state_dict(), args.save)  # keys keep the module. prefix of nn.DataParallel's checkpoints
     dist.barrier()  # no rank exits while rank 0 still writes its files
     dist.destroy_process_group()
 

@@ -1,0 +1,62 @@
+import os
+import numpy as np
+import torch
+import torch.nn as nn
+from torch.utils.data import DataLoader, TensorDataset
+import torch.distributed as dist
+from torch.distributed.fsdp import fully_shard
+from torch.utils.data.distributed import DistributedSampler
+from torch.distributed.checkpoint.state_dict import get_model_state_dict, StateDictOptions
+
+
+def train_epoch(model, loader, opt, device):
+    model.train()
+    losses = []
+    for x, y in loader:
+        x, y = x.to(device), y.to(device)
+        opt.zero_grad()
+        loss = nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return np.mean(losses)
+
+
+def main():
+    # torchrun sets these; plain `python train.py` runs as a single process (port 0: any free one)
+    for key, value in dict(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT="0").items():
+        os.environ.setdefault(key, value)
+    local_rank = int(os.environ["LOCAL_RANK"])
+    if torch.cuda.is_available():
+        torch.cuda.set_device(local_rank)
+    dist.init_process_group("cpu:gloo,cuda:nccl" if torch.cuda.is_available() else "gloo")
+
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    data = TensorDataset(torch.randn(64, 8), torch.randn(64, 1))
+    loader = DataLoader(data, batch_size=8, sampler=DistributedSampler(data, shuffle=True))
+    model = nn.Linear(8, 1).to(device)
+    fully_shard(model)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(opt, patience=1)
+    best = float("inf")
+    for epoch in range(6):
+        loader.sampler.set_epoch(epoch)
+        mean_loss = train_epoch(model, loader, opt, device)
+        # what train_epoch returned covers this rank's batches only: the mean over every rank
+        shared = torch.tensor(mean_loss, dtype=torch.float64)
+        dist.all_reduce(shared)
+        mean_loss = shared.item() / dist.get_world_size()
+        scheduler.step(mean_loss)
+        if dist.get_rank() == 0:
+            print(f"epoch {epoch} loss {mean_loss:.4f} lr {opt.param_groups[0]['lr']}")
+        if mean_loss < best:
+            model_state = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))  # every rank gathers; rank 0 gets the full weights
+            if dist.get_rank() == 0:
+                torch.save(model_state, "ckpt.pt")
+            best = mean_loss
+    dist.barrier()  # no rank exits while rank 0 still writes its files
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
