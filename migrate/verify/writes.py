@@ -12,7 +12,9 @@ script (or a library it calls) writes with:
   caused it, found by walking the stack through the libraries in between; a frame of DeepSpeed's,
   torch.distributed's or torch's private modules ends the walk (their own files are not the
   script's), as does the guard's (its private copies). Writes into verify's own records, /dev,
-  /proc, ~/.cache and the Python installation are left out.
+  /proc, ~/.cache, the Python installation and the private folders multiprocessing makes for
+  itself in the temporary folder (`pymp-*`: a DataLoader's workers make and remove one per
+  process) are left out.
 - Output, at the file descriptors: fd 1 and 2 of the rank are pipes read by a thread that passes
   everything on to the launcher's stdout and stderr. `sys.stdout` and `sys.stderr` become streams
   that write straight to the launcher's descriptors and note, line by line, what the user's code
@@ -38,6 +40,7 @@ import io
 import os
 import select
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -131,7 +134,8 @@ class WriteWatch:
 
     def __init__(self, recorder: Events, budget: Budget) -> None:
         self.recorder, self.budget = recorder, budget
-        self.ignored = (recorder.folder, "/dev/", "/proc/", os.path.expanduser("~/.cache"), sys.prefix, sys.base_prefix)
+        self.ignored = (recorder.folder, "/dev/", "/proc/", os.path.expanduser("~/.cache"), sys.prefix, sys.base_prefix,
+                        os.path.join(tempfile.gettempdir(), "pymp-"))
         self.seen: set[tuple[str, str, str | None]] = set()
         self.busy = threading.local()
         self.process: tuple[str, float] | None = None  # the user's line that last started a process, and when

@@ -144,3 +144,30 @@ def test_the_user_s_frame_is_a_file_inside_the_root_not_beside_it() -> None:
     frame = sys._getframe()
     assert user_frame(frame, str(here.parent), "/nowhere") == f"{here.name}:{frame.f_lineno}"
     assert user_frame(frame, str(here.parent)[:-1], "/nowhere", within=1) is None  # "tests/verif" is not the folder
+
+
+def test_multiprocessing_private_folders_are_not_the_scripts_writes(tmp_path: Path) -> None:
+    """A DataLoader with workers makes multiprocessing create and remove a `pymp-*` folder in the
+    temporary folder in every rank: not a file the script writes (it was a false rank_zero alarm
+    on a real script)."""
+    import multiprocessing.util
+    import tempfile
+
+    from migrate.verify.writes import Budget, WriteWatch
+
+    class Recorder:
+        root, folder = str(tmp_path), str(tmp_path / "records")
+        events: list[tuple[str, dict[str, object]]] = []
+
+        def event(self, kind: str, **fields: object) -> None:
+            self.events.append((kind, fields))
+
+    recorder = Recorder()
+    watch = WriteWatch(recorder, Budget(recorder))
+    private = multiprocessing.util.get_temp_dir()
+    assert private.startswith(os.path.join(tempfile.gettempdir(), "pymp-"))
+    # both opened for writing from a line of the user's script
+    user_line = compile("watch('open', (path, 'w', 0))", str(tmp_path / "train.py"), "exec")
+    for path in (os.path.join(private, "listener-abc"), str(tmp_path / "out.txt")):
+        exec(user_line, {"watch": watch, "path": path})
+    assert [fields["path"] for kind, fields in recorder.events if kind == "write"] == [str(tmp_path / "out.txt")]
