@@ -65,7 +65,7 @@ sys.path.insert(0, str(ROOT))  # run as a file from a checkout: `migrate` is the
 
 from migrate import Options, migrate_source  # noqa: E402
 from migrate.project_files import read_from_disk  # noqa: E402
-from migrate.model import InputError  # noqa: E402
+from migrate.records import InputError  # noqa: E402
 
 TARGETS = ("ddp", "deepspeed", "fsdp", "horovod")
 DEFAULT_MANIFEST = ROOT.parent / "shared" / "corpus" / "MANIFEST.tsv"

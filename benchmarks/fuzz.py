@@ -38,7 +38,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from migrate.model import InputError  # noqa: E402
+from migrate.records import InputError  # noqa: E402
 from migrate.unbound import introduced_unbound_names  # noqa: E402
 
 TARGETS = ("ddp", "deepspeed", "fsdp")

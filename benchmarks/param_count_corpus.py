@@ -37,7 +37,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run as a file from a checkout: `migrate` is the one beside it
 
-from migrate.model import InputError  # noqa: E402
+from migrate.records import InputError  # noqa: E402
 from migrate.param_count import count_file  # noqa: E402
 
 CORPUS = ROOT / ".corpus"

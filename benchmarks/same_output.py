@@ -29,7 +29,7 @@ TARGETS = ("ddp", "fsdp", "deepspeed", "horovod", "dp")
 CONVERT = r"""
 import hashlib, json, sys
 from migrate.api import migrate_file
-from migrate.model import InputError
+from migrate.records import InputError
 
 def digest(text):
     return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()[:16]

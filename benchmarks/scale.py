@@ -42,7 +42,7 @@ from collections.abc import Callable
 import libcst as cst
 
 from migrate.api import _collector_paused, migrate_source
-from migrate.model import FileResult
+from migrate.records import FileResult
 from migrate.report import result_diff
 
 HEADER = '''"""Generated training script ({shape}, about {lines} lines)."""

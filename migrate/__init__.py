@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from migrate.model import FileResult, Finding, InputError, Options
+from migrate.records import FileResult, Finding, InputError, Options
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator

@@ -111,7 +111,7 @@ def _check_choices(precision: str, optimizer: str, report: str, gpu_memory: str)
 
 def _count(script: str) -> Count:
     """The script's parameter count (migrate.param_count.Count); bad input raises _Bad naming the user's path."""
-    from migrate.model import InputError
+    from migrate.records import InputError
     from migrate.param_count import count_file
 
     try:

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, TypeVar
 
 from migrate.findings import finding
-from migrate.model import FileResult, InputError, Options
+from migrate.records import FileResult, InputError, Options
 from migrate.options import OptionsError
 from migrate.options import check as check_options
 from migrate.paths import select
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
     from migrate.analysis.index import ScriptIndex
     from migrate.analysis.sites import TrainingSites
-    from migrate.model import Finding
+    from migrate.records import Finding
     from migrate.targets.base import Target
 
 T = TypeVar("T")

@@ -81,7 +81,7 @@ def _fix(paths: list[str], codes: tuple[str, ...], exclude: tuple[str, ...]) -> 
     """--fix: repair and write (all or nothing), a line per repair on stderr; exit 2 when a file
     cannot be read or parsed, or writing fails (then nothing is written)."""
     from migrate.check.runner import fix_paths
-    from migrate.model import InputError
+    from migrate.records import InputError
 
     try:
         lines, errors = fix_paths(paths, codes, exclude)

@@ -37,7 +37,7 @@ from migrate.advise_command import advise
 from migrate.check_command import check
 from migrate.doctor_command import doctor
 from migrate.launch_command import launch
-from migrate.model import FileResult, InputError, Options
+from migrate.records import FileResult, InputError, Options
 from migrate.targets import REGISTRY, available, targets
 from migrate.targets.base import Target
 from migrate.targets.deepspeed import Zero

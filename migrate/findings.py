@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from migrate.model import Finding, Severity
+from migrate.records import Finding, Severity
 
 CODES: dict[str, tuple[Severity, str]] = {
     "MIG001": (Severity.NOTE, "the script already uses the target framework; left unchanged"),

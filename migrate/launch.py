@@ -38,7 +38,7 @@ from migrate.launch_plan import (  # the plan and its names, re-exported: `from 
     script_as_given,
 )
 from migrate.launchers import LAUNCHERS, SCHEDULER_NAMES, Launcher
-from migrate.model import Artifact, InputError
+from migrate.records import Artifact, InputError
 from migrate.options import MAX_PROCESSES, OptionProblem, host_slots, hosts_problems, memory_problems, nproc_problems
 from migrate.sources import printable, read_regular_file, unsafe_name_reason
 from migrate.templating import render as render_template

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 
 from migrate.launchers import Launcher
-from migrate.model import Artifact, FileResult, InputError
+from migrate.records import Artifact, FileResult, InputError
 from migrate.options import POD_CPUS_PER_PROCESS, POD_MEMORY_GI_PER_PROCESS
 
 if TYPE_CHECKING:

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from migrate.model import Options
+from migrate.records import Options
 from migrate.sources import unsafe_name_reason
 
 MAX_PROCESSES = 4096  # per node (and a hostfile's slots): beyond any machine there is

@@ -51,7 +51,7 @@ from migrate.analysis.index import Scope, ScriptIndex, build_index, descendants,
 from migrate.analysis.positions import Positions
 from migrate.analysis.upstream import model_class_call
 from migrate.analysis.values import origins
-from migrate.model import InputError
+from migrate.records import InputError
 from migrate.sources import printable, read
 
 MAX_DEPTH = 16  # classes within classes, names followed within names

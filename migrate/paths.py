@@ -33,7 +33,7 @@ import subprocess
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from migrate.model import InputError
+from migrate.records import InputError
 from migrate.sources import check_name
 
 SKIPPED_FOLDERS = frozenset({

@@ -18,7 +18,7 @@ import os
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
-from migrate.model import FileResult, Finding
+from migrate.records import FileResult, Finding
 
 NO_NEWLINE = b"\\ No newline at end of file\n"
 

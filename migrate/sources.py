@@ -17,7 +17,7 @@ import tokenize
 import unicodedata
 from dataclasses import dataclass
 
-from migrate.model import InputError
+from migrate.records import InputError
 
 # A training script is kilobytes; 50,000 lines are about 2 MB. Anything far larger is not a script.
 MAX_SCRIPT_BYTES = 16 * 1024 * 1024

@@ -34,7 +34,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from migrate import signals
-from migrate.model import FileResult, InputError
+from migrate.records import FileResult, InputError
 from migrate.sources import fingerprint, read_regular_file
 
 

@@ -16,7 +16,7 @@ from migrate.api import migrate_source
 from migrate.check import check_source
 from migrate.check.rules import RULES
 from migrate.check_command import check
-from migrate.model import Options
+from migrate.records import Options
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = sorted((ROOT / "samples").glob("*/train.py"))

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from migrate.model import FileResult
+from migrate.records import FileResult
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "samples" / "mlp_regression" / "train.py"
@@ -276,7 +276,7 @@ def test_the_launcher_says_what_it_starts(project: Path, nproc: str, said: str) 
 ])
 def test_the_folder_summary_counts_in_singular_and_plural(counts: tuple[int, int, int], said: str) -> None:
     from migrate.cli import _summary
-    from migrate.model import Finding, Severity
+    from migrate.records import Finding, Severity
 
     converted, not_training, errors = counts
     results = [FileResult(path=f"c{i}.py", old="a\n", new="b\n") for i in range(converted)]

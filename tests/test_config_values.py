@@ -11,7 +11,7 @@ import pytest
 
 from migrate.analysis.index import ScriptIndex, build_index
 from migrate.analysis.kinds import Kind, data_loaders, unbatched, value_kind
-from migrate.analysis.training import argument
+from migrate.analysis.syntax import argument
 from migrate.analysis.values import Number, literal_value
 from migrate.api import migrate_source
 

@@ -8,7 +8,7 @@ import json
 import textwrap
 
 from migrate import migrate_source
-from migrate.model import FileResult
+from migrate.records import FileResult
 
 EVALUATE = """\
 import argparse

@@ -13,7 +13,7 @@ import pytest
 
 from migrate import Options
 from migrate.api import migrate_source
-from migrate.model import FileResult
+from migrate.records import FileResult
 
 CASES = Path(__file__).parent / "cases"
 GAN = (CASES / "ds_gan_two_backwards" / "input.py").read_text()

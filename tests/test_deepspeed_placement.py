@@ -15,7 +15,7 @@ from migrate import Options
 from migrate.analysis import analyze
 from migrate.analysis.placement import device_conditions, placed_by_script
 from migrate.api import migrate_source
-from migrate.model import FileResult, Severity
+from migrate.records import FileResult, Severity
 
 HEAD = """import argparse
 import torch

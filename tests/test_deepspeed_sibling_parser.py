@@ -14,7 +14,7 @@ import pytest
 from migrate.api import migrate_file
 from migrate.launch import LaunchPlan, problems, render
 from migrate.launch_command import launchable
-from migrate.model import FileResult, Finding, Severity
+from migrate.records import FileResult, Finding, Severity
 from migrate.verify.session import VerifyOptions, convert, passes_no_local_rank
 
 OPTIONS = """\
@@ -61,7 +61,7 @@ def project(tmp_path: Path, options: str = OPTIONS, train: str = TRAIN) -> Path:
 
 
 def converted(script: Path, **options: object) -> FileResult:
-    from migrate.model import Options
+    from migrate.records import Options
 
     result = migrate_file(str(script), "deepspeed", Options(**options) if options else None)  # type: ignore[arg-type]
     assert isinstance(result, FileResult), result

@@ -11,7 +11,7 @@ import re
 import pytest
 
 from migrate import migrate_source
-from migrate.model import Options
+from migrate.records import Options
 
 # the checkpoint helper is defined before the wrap and called after it
 BEFORE_THE_WRAP = """\

@@ -19,7 +19,7 @@ import pytest
 
 from migrate import migrate_source
 from migrate.project_files import read_from_disk
-from migrate.model import Finding
+from migrate.records import Finding
 from migrate.targets import targets
 
 CASES = Path(__file__).parent / "cases"

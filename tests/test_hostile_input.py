@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from migrate import api
-from migrate.model import FileResult, InputError
+from migrate.records import FileResult, InputError
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "tests" / "cases" / "main_function" / "input.py"

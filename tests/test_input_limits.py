@@ -18,7 +18,7 @@ import pytest
 
 from migrate import report
 from migrate.cli import run
-from migrate.model import Options
+from migrate.records import Options
 from migrate.sources import BYTES_PER_TOKEN, parse_memory
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from migrate.api import migrate_source
-from migrate.model import FileResult, Options
+from migrate.records import FileResult, Options
 
 CASES = Path(__file__).parent / "cases"
 

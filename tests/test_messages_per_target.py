@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from migrate import migrate_source
-from migrate.model import Finding
+from migrate.records import Finding
 
 OTHER_FRAMEWORKS = ("dist.", "torch.distributed", "DDP", "DistributedDataParallel", "wrapper", "wrap")
 TRAINING = """\

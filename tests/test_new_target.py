@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from migrate import launchers
 from migrate.findings import all_codes
-from migrate.model import Options, Severity
+from migrate.records import Options, Severity
 from migrate.targets import REGISTRY, register, targets
 from migrate.targets.base import Conversion, Target
 from migrate.targets.ddp import Nproc, torchrun_launcher

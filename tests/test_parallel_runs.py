@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from migrate.cli import run
-from migrate.model import Options
+from migrate.records import Options
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = """import torch

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from migrate.model import InputError
+from migrate.records import InputError
 from migrate.param_count import count_file, count_source
 
 torch = pytest.importorskip("torch")

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from migrate.api import migrate_source
-from migrate.model import FileResult, Options
+from migrate.records import FileResult, Options
 
 SCRIPT = textwrap.dedent("""\
     import numpy as np

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from migrate.check_command import check
 from migrate.launchers import TORCHRUN
 from migrate.cli import run
-from migrate.model import Artifact, FileResult, Finding, Options, Severity
+from migrate.records import Artifact, FileResult, Finding, Options, Severity
 from migrate.review.description import Run, description
 from migrate.review.hunks import hunks, text_lines
 from migrate.review.sarif import Rule, sarif_log

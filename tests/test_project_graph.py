@@ -9,7 +9,7 @@ from pathlib import Path
 
 from migrate import migrate_source
 from migrate.api import migrate_paths
-from migrate.model import FileResult
+from migrate.records import FileResult
 from migrate.project import MAX_DEPTH, defining_module, importing_entry_points, is_entry_point, project_graph
 
 PROJECTS = Path(__file__).parent / "cases_projects"

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from migrate.api import migrate_source
-from migrate.model import Finding
+from migrate.records import Finding
 
 CASES = Path(__file__).parent / "cases"
 

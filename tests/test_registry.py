@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from migrate import TARGETS, migrate_source
-from migrate.model import Options
+from migrate.records import Options
 from migrate.targets import REGISTRY, available, markdown_table, targets
 
 ROOT = Path(__file__).parents[1]

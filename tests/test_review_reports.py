@@ -21,7 +21,7 @@ import pytest
 
 from migrate import api
 from migrate.cli import Output, _report_requested, run
-from migrate.model import Artifact, FileResult, Finding, Options, Severity
+from migrate.records import Artifact, FileResult, Finding, Options, Severity
 from migrate.review.github_review import review
 from migrate.targets import targets
 

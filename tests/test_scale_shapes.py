@@ -17,7 +17,7 @@ import pytest
 
 from migrate import migrate_source
 from migrate.analysis.index import build_index
-from migrate.analysis.training import calls_in
+from migrate.analysis.syntax import calls_in
 
 ROOT = Path(__file__).resolve().parents[1]
 CASES = sorted((ROOT / "tests" / "cases").glob("*/input.py"))

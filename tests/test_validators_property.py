@@ -401,7 +401,7 @@ def test_the_library_checks_whole_host_names(host: str) -> None:
     and a `$`-anchored pattern would let a trailing newline through to horovodrun's -H."""
     from migrate.launch import LaunchPlan, problems as launch_problems
     from migrate.launch_command import launchable
-    from migrate.model import Options
+    from migrate.records import Options
     from migrate.options import problems as option_problems
     from migrate.targets import targets
 
@@ -413,7 +413,7 @@ def test_the_library_checks_whole_host_names(host: str) -> None:
 
 @pytest.mark.parametrize("path", ["/nvme\0", "/nvme\n/x", "", "/nvme/\udcff"])
 def test_an_nvme_folder_no_file_system_can_name_is_refused(path: str) -> None:
-    from migrate.model import Options
+    from migrate.records import Options
     from migrate.options import problems as option_problems
     from migrate.targets import targets
 

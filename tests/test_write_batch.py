@@ -18,7 +18,7 @@ import pytest
 
 from migrate import api, writing
 from migrate.cli import run
-from migrate.model import FileResult, InputError, Options
+from migrate.records import FileResult, InputError, Options
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "tests" / "cases" / "main_function" / "input.py"

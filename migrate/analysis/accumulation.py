@@ -19,8 +19,9 @@ import libcst as cst
 from migrate.analysis.index import Scope, ScriptIndex, child_nodes, descendants, spell
 from migrate.analysis.models import forward_spellings, origin, runs_no_forward
 from migrate.analysis.sites import Accumulation, TrainingSites
+from migrate.analysis.syntax import argument, calls_in
 from migrate.analysis.trained import MAX_DEPTH, Stepped, calls_of, root, same_module
-from migrate.analysis.training import argument, callee_scope, calls_in
+from migrate.analysis.training import callee_scope
 
 
 def accumulations(sites: TrainingSites) -> list[Accumulation]:

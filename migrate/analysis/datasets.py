@@ -14,7 +14,8 @@ from dataclasses import dataclass
 import libcst as cst
 
 from migrate.analysis.index import Binding, CallSite, Scope, ScriptIndex, spell
-from migrate.analysis.training import argument, callers_of
+from migrate.analysis.syntax import argument
+from migrate.analysis.training import callers_of
 
 ITERABLE_BASES = ("IterableDataset", "IterDataPipe", "IterableWrapper", "WebDataset")
 STREAMING_MODULES = ("torchtext.datasets.", "torchdata.", "webdataset.")

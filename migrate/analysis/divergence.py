@@ -24,7 +24,7 @@ import libcst as cst
 
 from migrate.analysis.index import Scope, ScriptIndex, child_nodes, descendants, reachable, read_names, spell
 from migrate.analysis.sites import ModelSite, TrainingSites
-from migrate.analysis.training import calls_in
+from migrate.analysis.syntax import calls_in
 
 REINIT_METHODS = frozenset({"apply", "reset_parameters", "init_weights", "_init_weights", "initialize_weights", "weights_init"})
 INIT_IN_PLACE = frozenset({"normal_", "uniform_", "zero_", "fill_", "xavier_uniform_", "xavier_normal_", "kaiming_uniform_",

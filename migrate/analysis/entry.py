@@ -22,7 +22,8 @@ import libcst as cst
 
 from migrate.analysis.index import CallSite, Scope, ScriptIndex, descendants, spell
 from migrate.analysis.sites import Entry
-from migrate.analysis.training import callers_of, calls_in, contains
+from migrate.analysis.syntax import calls_in, contains
+from migrate.analysis.training import callers_of
 
 WORK_CALLS = ("torch.device", "torch.manual_seed", "torch.utils.data.DataLoader")
 

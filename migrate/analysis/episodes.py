@@ -18,7 +18,7 @@ import libcst as cst
 from migrate.analysis.divergence import Divergence, assignments, jumps
 from migrate.analysis.index import ScriptIndex, descendants, read_names, spell
 from migrate.analysis.sites import TrainingSites
-from migrate.analysis.training import calls_in
+from migrate.analysis.syntax import calls_in
 
 ENV_MAKERS = ("gym.make", "gymnasium.make", "gym.vector.make", "gymnasium.vector.make")
 ENV_METHODS = frozenset({"step", "reset"})

@@ -56,8 +56,8 @@ from migrate.analysis.models import (
     requires_grad_switches,
 )
 from migrate.analysis.sites import ModelSite
+from migrate.analysis.syntax import calls_in
 from migrate.analysis.trained import constructed_class, is_module_class, parameter_free
-from migrate.analysis.training import calls_in
 
 # torch.nn layers that hold no parameters: what runs them needs no gradient
 PARAMETER_FREE = frozenset({

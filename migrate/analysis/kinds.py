@@ -14,7 +14,7 @@ import libcst as cst
 
 from migrate.analysis.index import Scope, ScriptIndex, spell
 from migrate.analysis.loaders import DATA_LOADERS
-from migrate.analysis.training import argument
+from migrate.analysis.syntax import argument
 from migrate.analysis.values import Origin, literal_value, origins
 
 

@@ -11,7 +11,8 @@ import libcst as cst
 
 from migrate.analysis.index import Binding, CallSite, Loop, Scope, ScriptIndex, descendants, spell
 from migrate.analysis.sites import EpochLoop, LoaderSite
-from migrate.analysis.training import BUILTIN_NAMES, callee_scope, caller_arguments, callers_of, contains
+from migrate.analysis.syntax import contains
+from migrate.analysis.training import BUILTIN_NAMES, callee_scope, caller_arguments, callers_of
 
 DATA_LOADERS = ("torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader")
 EVALUATION_WORDS = ("val", "test", "eval", "dev")

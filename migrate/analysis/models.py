@@ -18,6 +18,7 @@ from migrate.analysis.divergence import base_spelling, reinitialization
 from migrate.analysis.index import AttributeUse, Binding, Scope, ScriptIndex, child_nodes, descendants, reachable, read_names, spell
 from migrate.analysis.homes import COMPILE, DATA_PARALLEL, MOVES, home_binding, without_moves, wraps_itself
 from migrate.analysis.sites import ModelSite
+from migrate.analysis.syntax import argument, calls_in, contains
 from migrate.analysis.trained import (
     Owner,
     Root,
@@ -36,15 +37,7 @@ from migrate.analysis.trained import (
     statements_within,
     untrained,
 )
-from migrate.analysis.training import (
-    argument,
-    callee_scope,
-    caller_arguments,
-    calls_in,
-    class_of_binding,
-    contains,
-    is_local_callable,
-)
+from migrate.analysis.training import callee_scope, caller_arguments, class_of_binding, is_local_callable
 from migrate.project_files import ReadModule
 
 LOSS_WORDS = ("loss", "criterion")

@@ -20,8 +20,9 @@ from migrate.analysis.index import Binding, CallSite, Scope, ScriptIndex, spell
 from migrate.analysis.models import NOT_COMPUTATION, runs_no_forward, top_statement
 from migrate.analysis.optimizers import OptimizerSide, optimizer_side
 from migrate.analysis.sites import ModelSite, TrainingSites
+from migrate.analysis.syntax import contains
 from migrate.analysis.trained import calls_of, root, same_module
-from migrate.analysis.training import BUILTIN_NAMES, callee_scope, contains
+from migrate.analysis.training import BUILTIN_NAMES, callee_scope
 
 Block = cst.Module | cst.IndentedBlock
 MAX_CALL_DEPTH = 3  # callers followed up from a method that rebuilds the optimizer

@@ -15,7 +15,8 @@ import libcst as cst
 
 from migrate.analysis.episodes import ENV_MAKERS
 from migrate.analysis.index import Binding, CallSite, Loop, Scope, ScriptIndex, descendants, spell
-from migrate.analysis.training import argument, callee_scope, caller_arguments
+from migrate.analysis.syntax import argument
+from migrate.analysis.training import callee_scope, caller_arguments
 
 ENV_LOOP_METHODS = ("step", "reset")
 SPACES = ("action_space", "observation_space")

@@ -31,7 +31,8 @@ import libcst as cst
 
 from migrate.analysis.homes import home_binding
 from migrate.analysis.index import Binding, CallSite, Scope, ScriptIndex, child_nodes, descendants, read_names, spell
-from migrate.analysis.training import BUILTIN_NAMES, argument, callee_scope, calls_in
+from migrate.analysis.syntax import argument, calls_in
+from migrate.analysis.training import BUILTIN_NAMES, callee_scope
 
 PARAMETER_METHODS = frozenset({"parameters", "named_parameters"})
 # methods that return the module itself (or move it): `model.to(device)` is still `model`

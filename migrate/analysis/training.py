@@ -1,15 +1,16 @@
 """Finds where training happens: the scopes that run backward, the calls that lead there,
-and how a name seen inside a function maps back to the name its caller passed in.
+and how a name seen inside a function maps back to the name its caller passed in. Generic syntax
+helpers (an argument of a call, `contains`, `calls_in`) live in analysis/syntax.py.
 """
 
 from __future__ import annotations
 
 import builtins
-from collections.abc import Callable
 
 import libcst as cst
 
 from migrate.analysis.index import CallSite, Scope, ScriptIndex, descendants, reachable, spell
+from migrate.analysis.syntax import argument_value
 
 BUILTIN_NAMES = frozenset(dir(builtins))
 
@@ -126,38 +127,8 @@ def caller_arguments(index: ScriptIndex, scope: Scope, param: str) -> list[tuple
     position = scope.params.index(param) - (1 if scope.class_name else 0)
     found: list[tuple[str, Scope, CallSite]] = []
     for call in callers_of(index, scope):
-        passed = _argument(call.node, param, position)
+        passed = argument_value(call.node, param, position)
         spelled = spell(passed) if passed is not None else None
         if spelled is not None:
             found.append((spelled, call.place.scope, call))
     return found
-
-
-def _argument(call: cst.Call, keyword: str, position: int) -> cst.BaseExpression | None:
-    positional = [a for a in call.args if a.keyword is None and not a.star]
-    for arg in call.args:
-        if arg.keyword is not None and arg.keyword.value == keyword:
-            return arg.value
-    if 0 <= position < len(positional):
-        return positional[position].value
-    return None
-
-
-def argument(call: cst.Call, keyword: str, position: int) -> cst.Arg | None:
-    """The Arg passed for a parameter, by keyword or position."""
-    positional = [a for a in call.args if a.keyword is None and not a.star]
-    for arg in call.args:
-        if arg.keyword is not None and arg.keyword.value == keyword:
-            return arg
-    if 0 <= position < len(positional):
-        return positional[position]
-    return None
-
-
-def contains(node: cst.CSTNode, predicate: Callable[[cst.CSTNode], bool]) -> bool:
-    """Whether any node below `node` (itself included) satisfies `predicate`."""
-    return any(predicate(child) for child in descendants(node))
-
-
-def calls_in(node: cst.CSTNode) -> list[cst.Call]:
-    return [child for child in descendants(node) if isinstance(child, cst.Call)]

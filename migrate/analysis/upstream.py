@@ -18,8 +18,8 @@ from migrate.analysis.index import Binding, Scope, ScriptIndex, spell
 from migrate.analysis.homes import home_binding
 from migrate.analysis.models import SELF_RETURNING
 from migrate.analysis.sites import ModelSite
+from migrate.analysis.syntax import argument
 from migrate.analysis.trained import calls_of
-from migrate.analysis.training import argument
 
 WRAPPERS = ("torch.nn.parallel.DistributedDataParallel", "torch.nn.parallel.distributed.DistributedDataParallel",
             "torch.nn.DataParallel", "torch.nn.parallel.DataParallel")

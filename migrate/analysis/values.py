@@ -24,7 +24,8 @@ from dataclasses import dataclass
 import libcst as cst
 
 from migrate.analysis.index import Binding, CallSite, Scope, ScriptIndex, child_nodes, descendants, spell
-from migrate.analysis.training import argument, callee_scope, callers_of
+from migrate.analysis.syntax import argument
+from migrate.analysis.training import callee_scope, callers_of
 
 Number = int | float | bool
 

@@ -13,7 +13,7 @@ import libcst as cst
 
 from migrate.analysis.index import Binding, CallSite, ScriptIndex, build_index, spell
 from migrate.analysis.positions import Positions
-from migrate.model import InputError
+from migrate.records import InputError
 from migrate.sources import check_memory
 
 PROCESS_GROUP_INITS = ("torch.distributed.init_process_group",)

@@ -15,7 +15,7 @@ import libcst as cst
 
 from migrate.analysis.index import descendants
 from migrate.check.facts import Hit, Script
-from migrate.model import InputError
+from migrate.records import InputError
 from migrate.sources import read_regular_file
 
 KEYS = ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps")

@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
-from migrate.model import InputError
+from migrate.records import InputError
 from migrate.paths import select as select_files
 from migrate.sources import read
 

@@ -17,7 +17,7 @@ import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from migrate.model import Artifact, FileResult, Finding, InputError
+from migrate.records import Artifact, FileResult, Finding, InputError
 from migrate.report import display_path
 from migrate.review.hunks import Hunk, hunks, text_lines
 from migrate.review.why import reason

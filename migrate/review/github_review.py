@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from migrate.model import FileResult, Finding
+from migrate.records import FileResult, Finding
 from migrate.report import display_path
 from migrate.review.hunks import Hunk, hunks, text_lines
 from migrate.review.why import reason

@@ -18,7 +18,7 @@ from migrate.analysis.index import Scope, ScriptIndex
 from migrate.analysis.positions import Positions
 from migrate.analysis.sites import ModelSite, TrainingSites
 from migrate.findings import finding
-from migrate.model import Finding, Options
+from migrate.records import Finding, Options
 from migrate.project_files import ReadModule, read_nothing
 from migrate.rewrite import EditPlan
 from migrate.runtime import Runtime

@@ -38,7 +38,7 @@ from migrate.analysis.ordering import ModelOrdering, NoModelOrdering, engine_ord
 from migrate.analysis.placement import device_conditions
 from migrate.analysis.sites import LoaderSite, ModelSite
 from migrate.analysis.state_dicts import earlier_names, model_state_dicts
-from migrate.analysis.training import argument, contains
+from migrate.analysis.syntax import argument, contains
 from migrate.analysis.values import dict_entry, literal_value
 from migrate.rewrite import small_statement_holding, top_block_imports
 from migrate.steps.base import Context, comment_lines, expression, statements

@@ -28,7 +28,8 @@ from migrate.analysis.loaders import (
     untraced_source,
 )
 from migrate.analysis.sites import LoaderSite
-from migrate.analysis.training import argument, callers_of, contains
+from migrate.analysis.syntax import argument, contains
+from migrate.analysis.training import callers_of
 from migrate.steps.base import Context, expression, statement, with_keyword
 from migrate.steps.per_rank_seed import per_rank_seed
 from migrate.steps.per_rank_sources import per_rank_sampler

@@ -60,7 +60,7 @@ from migrate.analysis.index import Binding, CallSite, child_nodes, descendants, 
 from migrate.analysis.models import aliases, top_statement
 from migrate.analysis.ordering import ModelOrdering
 from migrate.analysis.sites import Accumulation
-from migrate.analysis.training import calls_in
+from migrate.analysis.syntax import calls_in
 from migrate.rewrite import small_statement_holding
 from migrate.steps.base import Context, comment_lines, expression, statement, statements
 from migrate.steps.deepspeed_engine import EngineConfig, autocast_precision

@@ -29,7 +29,7 @@ from migrate.analysis.index import CallSite, child_nodes, spell
 from migrate.analysis.models import aliases, top_statement
 from migrate.analysis.optimizers import OptimizerSide
 from migrate.analysis.ordering import ModelOrdering
-from migrate.analysis.training import contains
+from migrate.analysis.syntax import contains
 from migrate.steps.base import Context, comment_lines, statement, statements
 from migrate.steps.engine_refusals import first_line
 

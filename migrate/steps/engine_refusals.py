@@ -18,7 +18,7 @@ import libcst as cst
 from migrate.analysis.index import Binding, CallSite, ScriptIndex, spell
 from migrate.analysis.ordering import ModelOrdering, NoModelOrdering, Unordered
 from migrate.analysis.sites import ModelSite
-from migrate.analysis.training import calls_in, contains
+from migrate.analysis.syntax import calls_in, contains
 from migrate.analysis.upstream import construction
 from migrate.steps.base import Context
 from migrate.steps.wrap_model import report_unwrapped_model

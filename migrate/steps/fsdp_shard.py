@@ -34,8 +34,8 @@ from migrate.analysis.placement import placed_by_script
 from migrate.analysis.sites import ModelSite
 from migrate.analysis.state_dicts import moved_names
 from migrate.analysis.index import AttributeUse, Scope, ScriptIndex, free_name, spell
+from migrate.analysis.syntax import argument
 from migrate.analysis.trained import calls_of, optimizer_owners
-from migrate.analysis.training import argument
 from migrate.analysis.upstream import upstream
 from migrate.steps.base import WRAPPER_SAFE, Context, statements
 from migrate.steps.wrap_model import remove_data_parallel, report_unwrapped_model, without_module

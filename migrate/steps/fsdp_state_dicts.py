@@ -34,8 +34,8 @@ from migrate.analysis.index import AttributeUse, Scope, free_name, spell
 from migrate.analysis.models import aliases, is_after
 from migrate.analysis.sites import ModelSite
 from migrate.analysis.state_dicts import StateDictRead, earlier_names, model_state_dicts, moved_names
+from migrate.analysis.syntax import argument
 from migrate.analysis.trained import Stepped, calls_of
-from migrate.analysis.training import argument
 from migrate.rewrite import NodeEdit
 from migrate.steps.base import Context, expression, statement, statements
 from migrate.steps.gathers import outside_open_files, outside_rank_guards, report_gather_on_some_ranks

@@ -10,7 +10,7 @@ from __future__ import annotations
 import libcst as cst
 
 from migrate.analysis.models import data_parallel_module
-from migrate.analysis.training import argument
+from migrate.analysis.syntax import argument
 from migrate.steps.base import Context, expression
 
 

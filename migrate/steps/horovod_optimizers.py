@@ -51,7 +51,7 @@ from migrate.analysis.episodes import environment_control
 from migrate.analysis.gradients import last_change
 from migrate.analysis.index import CallSite, Scope, descendants, read_names, spell
 from migrate.analysis.sites import ModelSite
-from migrate.analysis.training import argument, calls_in
+from migrate.analysis.syntax import argument, calls_in
 from migrate.analysis.trained import Stepped, handed_out, optimizer_owners, passed_arguments
 from migrate.steps.base import Context, Wrapper, expression, statements
 from migrate.steps.engine_refusals import rebinding_words

@@ -29,8 +29,9 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from migrate.analysis.index import CallSite, Scope, descendants, read_names, spell
+from migrate.analysis.syntax import calls_in
 from migrate.analysis.trained import Owner, Stepped
-from migrate.analysis.training import callee_scope, calls_in
+from migrate.analysis.training import callee_scope
 from migrate.rewrite import RunWrap
 from migrate.steps.base import Context, expression, statements
 

@@ -26,7 +26,8 @@ from migrate.analysis.divergence import per_rank_control, reinitialized_after_wr
 from migrate.analysis.index import CallSite, Loop, Scope
 from migrate.analysis.loaders import SeedSource, loader_spelling, random_draws, seed_sources
 from migrate.analysis.models import aliases, is_after
-from migrate.analysis.training import callers_of, contains
+from migrate.analysis.syntax import contains
+from migrate.analysis.training import callers_of
 from migrate.steps.base import Context, statements
 from migrate.steps.per_rank_sources import per_rank_columns, per_rank_environments
 

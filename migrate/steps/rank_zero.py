@@ -25,7 +25,8 @@ from migrate.analysis.entry import runs_in_process_group
 from migrate.analysis.index import CallSite, Scope, ScriptIndex, descendants, spell
 from migrate.analysis.models import aliases
 from migrate.analysis.state_dicts import moved_names
-from migrate.analysis.training import BUILTIN_NAMES, calls_in
+from migrate.analysis.syntax import calls_in
+from migrate.analysis.training import BUILTIN_NAMES
 from migrate.steps.base import Context, expression, statement, with_keyword
 
 LOG_METHODS = frozenset({"debug", "info", "warning", "warn", "log"})

@@ -11,7 +11,7 @@ from __future__ import annotations
 from functools import partial
 
 from migrate.analysis.index import CallSite
-from migrate.analysis.training import argument
+from migrate.analysis.syntax import argument
 from migrate.steps.base import Context, expression, with_keyword
 
 RANDOM_SPLIT = ("torch.utils.data.random_split", "torch.utils.data.dataset.random_split")

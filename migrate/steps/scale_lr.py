@@ -16,7 +16,8 @@ from dataclasses import dataclass
 import libcst as cst
 
 from migrate.analysis.index import CallSite, descendants, free_name, spell
-from migrate.analysis.training import argument, callee_scope
+from migrate.analysis.syntax import argument
+from migrate.analysis.training import callee_scope
 from migrate.rewrite import with_fields
 from migrate.steps.base import Context, expression, statements
 

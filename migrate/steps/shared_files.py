@@ -44,7 +44,8 @@ import libcst as cst
 
 from migrate.analysis.entry import runs_in_process_group
 from migrate.analysis.index import CallSite, Scope, ScriptIndex, descendants, names_in, read_names, spell
-from migrate.analysis.training import argument, callers_of, calls_in, contains
+from migrate.analysis.syntax import argument, calls_in, contains
+from migrate.analysis.training import callers_of
 from migrate.steps.base import Context, expression, statements
 from migrate.steps.download_units import download_sites, filesystem_test_around, tests_filesystem, unit_of, what_runs
 from migrate.steps.rank_zero import (

@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from migrate.analysis.index import AttributeUse, CallSite, child_nodes, descendants, spell
-from migrate.analysis.training import calls_in
 from migrate.analysis.models import SELF_RETURNING, ForeignReads, aliases, foreign_reads, is_after, unwrapped_too
 from migrate.analysis.sites import ModelSite
+from migrate.analysis.syntax import calls_in
 from migrate.rewrite import small_statement_holding, with_fields
 from migrate.steps.base import WRAPPER_SAFE, Context, Wrapper, expression, statements  # Wrapper: for its importers
 

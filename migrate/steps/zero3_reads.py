@@ -26,7 +26,7 @@ from migrate.analysis.divergence import per_rank_condition, target_names
 from migrate.analysis.index import AttributeUse, descendants
 from migrate.analysis.models import aliases, is_after
 from migrate.analysis.sites import ModelSite
-from migrate.analysis.training import contains
+from migrate.analysis.syntax import contains
 from migrate.steps.base import Context, expression, statement
 from migrate.steps.deepspeed_engine import EngineConfig
 from migrate.steps.shared_files import every_rank_reaches

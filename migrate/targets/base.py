@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from migrate.model import Artifact, FileResult, InputError, Options, Severity
+from migrate.records import Artifact, FileResult, InputError, Options, Severity
 
 if TYPE_CHECKING:
     from migrate.launchers import Launcher

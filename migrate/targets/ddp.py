@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from migrate import launchers
-from migrate.model import Artifact, Options, Severity
+from migrate.records import Artifact, Options, Severity
 from migrate.runtime import torch_distributed
 from migrate.targets.base import Conversion, Target
 

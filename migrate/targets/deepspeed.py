@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 
 from migrate import launchers
-from migrate.model import Artifact, FileResult, InputError, Options, Severity
+from migrate.records import Artifact, FileResult, InputError, Options, Severity
 from migrate.options import OptionProblem, offload_problems, config_out_problems, hosts_problems
 from migrate.runtime import torch_distributed
 from migrate.steps.deepspeed_names import CONFIG_NAME

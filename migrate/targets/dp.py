@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from migrate.model import Severity
+from migrate.records import Severity
 from migrate.targets.base import Conversion, Target
 
 if TYPE_CHECKING:

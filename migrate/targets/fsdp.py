@@ -14,7 +14,7 @@ from typing import Annotated, Optional
 import typer
 
 from migrate import launchers
-from migrate.model import Options, Severity
+from migrate.records import Options, Severity
 from migrate.options import OptionProblem
 from migrate.targets.base import Conversion, Target
 from migrate.targets.ddp import TORCHRUN, KeepGlobalBatch, Nproc, ScaleLr, torchrun_launcher

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from migrate.model import Artifact, Options, Severity
+from migrate.records import Artifact, Options, Severity
 from migrate.options import OptionProblem, hosts_problems
 from migrate import launchers
 from migrate.runtime import Runtime

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from migrate.model import Finding
+from migrate.records import Finding
 
 PASSED, FAILED, SKIPPED, EXPECTED = "passed", "failed", "skipped", "expected"
 NOT_SHARDED_CODES = {"MIG101", "MIG111"}  # the conversion already said the data is not sharded

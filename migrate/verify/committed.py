@@ -14,7 +14,7 @@ import os
 import shlex
 import subprocess
 
-from migrate.model import FileResult
+from migrate.records import FileResult
 from migrate.paths import NEUTRAL_CONFIG, git_environment
 
 GIT_TIMEOUT = 60.0

@@ -23,7 +23,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from migrate.model import InputError
+from migrate.records import InputError
 
 OP = "deepspeed_shm_comm"  # ShareMemCommBuilder.NAME (deepspeed/ops/op_builder/cpu/comm.py)
 # What DeepSpeed's comm/torch.py build_shm_op does when a process group starts on the CPU.

@@ -13,7 +13,7 @@ with its arguments plus ARGS (say `--resume`); the `resume` check judges the con
 
 from __future__ import annotations
 
-from migrate.model import Finding
+from migrate.records import Finding
 from migrate.verify.checks import FAILED, PASSED, SKIPPED, Check, Launch, VerifyResult, check_all, ended
 
 

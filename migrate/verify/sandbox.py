@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from migrate.model import InputError
+from migrate.records import InputError
 from migrate.verify.checks import VerifyResult
 from migrate.verify.guard import make_private
 

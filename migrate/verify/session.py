@@ -28,7 +28,7 @@ import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from migrate.model import Artifact, FileResult, InputError, Options
+from migrate.records import Artifact, FileResult, InputError, Options
 from migrate.verify.checks import Launch, VerifyResult, check_all, read_records
 from migrate.verify.committed import Unavailable, already_converted, committed_text, suggestion
 from migrate.verify.deepspeed_op import extensions_folder

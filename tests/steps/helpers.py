@@ -14,7 +14,7 @@ import libcst as cst
 
 from migrate.analysis import analyze
 from migrate.api import _imports_stdlib
-from migrate.model import Finding, Options
+from migrate.records import Finding, Options
 from migrate.options import check as check_options
 from migrate.rewrite import EditPlan
 from migrate.steps.base import Context, Step

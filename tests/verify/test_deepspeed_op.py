@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from migrate.model import InputError
+from migrate.records import InputError
 from migrate.verify import deepspeed_op
 from migrate.verify.deepspeed_op import OP, clear_stale_lock, extensions_folder, lock_holders
 

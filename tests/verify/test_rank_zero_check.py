@@ -3,7 +3,7 @@ left that print on every rank (MIG112), which makes it "expected" with the findi
 
 from __future__ import annotations
 
-from migrate.model import Finding, Severity
+from migrate.records import Finding, Severity
 from migrate.verify.checks import EXPECTED, FAILED, PASSED, Launch, RankRecord, Source, check_rank_zero
 
 ORIGINAL = Source("train.py", "import torch\nmodel = Net()\nprint('man ->', translate('man'))\nprint('done')\n")

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from migrate.model import InputError
+from migrate.records import InputError
 from migrate.verify import session
 from migrate.verify.checks import Check, VerifyResult
 from migrate.verify.runner import Guard, make_private

@@ -1,4 +1,5 @@
-"""Plain data passed between the stages: options in, findings and file results out.
+"""Plain records passed between the stages (the data model, not a torch model): options in,
+findings and file results out.
 
 Everything here is a frozen dataclass of builtins, so results pickle across worker
 processes and the CLI can print them without touching syntax trees.
