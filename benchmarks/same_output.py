@@ -29,7 +29,7 @@ TARGETS = ("ddp", "fsdp", "deepspeed", "horovod", "dp")
 CONVERT = r"""
 import hashlib, json, sys
 from migrate.api import migrate_file
-from migrate.records import InputError
+from migrate import InputError  # the public name: the same in every revision
 
 def digest(text):
     return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()[:16]
