@@ -39,40 +39,21 @@ def torchrun_launcher(script_path: str, ctx: Context, target: str = "ddp") -> li
 
 def conversion() -> Conversion:
     from migrate.steps.ddp_models import ddp_models
-    from migrate.steps.distributed_sampler import distributed_sampler
     from migrate.steps.epoch_figures import epoch_figures_on
     from migrate.steps.functional_data_parallel import functional_data_parallel
-    from migrate.steps.init_process_group import setup, teardown
-    from migrate.steps.load_map_location import load_map_location
-    from migrate.steps.local_rank_device import local_rank_device
     from migrate.steps.no_sync import no_sync
     from migrate.steps.rank_divergence import rank_divergence
-    from migrate.steps.rank_zero import rank_zero
-    from migrate.steps.same_split import same_split
     from migrate.steps.scale_lr import scale_lr
-    from migrate.steps.scheduler_checks import plateau_metric
-    from migrate.steps.shared_files import shared_files
+    from migrate.steps.sequence import process_group_steps
     from migrate.steps.trained_models import refuse_unwrappable
     from migrate.steps.wrap_model import DDP_WRAPPER, wrap_models
 
-    steps = (
-        refuse_unwrappable,
-        ddp_models,
-        setup,
-        local_rank_device,
-        wrap_models,
-        functional_data_parallel,
-        rank_divergence,
-        distributed_sampler,
-        same_split,
-        no_sync,
-        epoch_figures_on(None),  # a CPU tensor: gloo takes it, on a GPU host too ("cpu:gloo,cuda:nccl")
-        rank_zero,
-        shared_files,
-        plateau_metric,
-        load_map_location,
-        scale_lr,
-        teardown,
+    steps = process_group_steps(
+        before_setup=(refuse_unwrappable, ddp_models),
+        wrap=(wrap_models, functional_data_parallel, rank_divergence),
+        # a CPU tensor for the epoch figures: gloo takes it, on a GPU host too ("cpu:gloo,cuda:nccl")
+        after_data=(no_sync, epoch_figures_on(None)),
+        before_teardown=(scale_lr,),
     )
     return Conversion(steps=steps, artifacts=torchrun_launcher, runtime=TORCHRUN, wrapper=DDP_WRAPPER)
 

@@ -92,48 +92,30 @@ def deepspeed_artifacts(script_path: str, ctx: Context) -> list[Artifact]:
 
 
 def conversion() -> Conversion:
+    from migrate.steps.base import WRAPPER_SAFE, Wrapper
     from migrate.steps.cpu_optimizer import cpu_optimizer
     from migrate.steps.deepspeed_engine import deepspeed_device, deepspeed_engine, epoch_figures, report_placement
-    from migrate.steps.distributed_sampler import distributed_sampler
     from migrate.steps.engine_calls import engine_calls
     from migrate.steps.functional_data_parallel import functional_data_parallel_in_engine
-    from migrate.steps.init_process_group import setup, teardown
-    from migrate.steps.load_map_location import load_map_location
     from migrate.steps.local_rank_argument import local_rank_argument
-    from migrate.steps.local_rank_device import local_rank_device
     from migrate.steps.rank_divergence import rank_divergent_control
-    from migrate.steps.rank_zero import rank_zero
-    from migrate.steps.same_split import same_split
-    from migrate.steps.scheduler_checks import plateau_metric
-    from migrate.steps.shared_files import shared_files
+    from migrate.steps.sequence import process_group_steps
     from migrate.steps.trained_models import refuse_unwrappable
-    from migrate.steps.base import WRAPPER_SAFE, Wrapper
     from migrate.steps.zero3_reads import zero3_reads
 
     # deepspeed.initialize (the deepspeed_engine step) wraps; the engine answers these itself
     engine = Wrapper(code=None, safe=WRAPPER_SAFE | {"backward", "step", "save_checkpoint", "load_checkpoint", "state_dict"},
                      zero3_partitions=True)
-    steps = (
-        refuse_unwrappable,
-        deepspeed_device,  # DeepSpeed on the CPU where the script keeps its model: decided before setup
-        setup,
-        local_rank_argument,
-        local_rank_device,
-        deepspeed_engine,
-        functional_data_parallel_in_engine,  # `data_parallel(model, x, gpus)` -> `model(x)`: the engine drives one GPU
-        cpu_optimizer,
-        rank_divergent_control,
-        engine_calls,
-        zero3_reads,
-        distributed_sampler,
-        same_split,
-        epoch_figures,  # DeepSpeed's NCCL group takes CUDA tensors only; gloo (DeepSpeed on the CPU) CPU ones
-        rank_zero,
-        shared_files,
-        plateau_metric,
-        load_map_location,
-        teardown,
-        report_placement,  # MIG130/MIG131, once the file is converted
+    steps = process_group_steps(
+        # DeepSpeed on the CPU where the script keeps its model: decided before setup
+        before_setup=(refuse_unwrappable, deepspeed_device),
+        after_setup=(local_rank_argument,),
+        # `data_parallel(model, x, gpus)` -> `model(x)`: the engine drives one GPU
+        wrap=(deepspeed_engine, functional_data_parallel_in_engine, cpu_optimizer, rank_divergent_control, engine_calls,
+              zero3_reads),
+        # DeepSpeed's NCCL group takes CUDA tensors only; gloo (DeepSpeed on the CPU) CPU ones
+        after_data=(epoch_figures,),
+        after_teardown=(report_placement,),  # MIG130/MIG131, once the file is converted
     )
     return Conversion(steps=steps, artifacts=deepspeed_artifacts, runtime=DEEPSPEED_LAUNCHER, wrapper=engine)
 

@@ -23,7 +23,7 @@ PRECISIONS = ("none", "bf16", "fp16")
 
 
 def conversion() -> Conversion:
-    from migrate.steps.distributed_sampler import distributed_sampler
+    from migrate.steps.base import Wrapper
     from migrate.steps.epoch_figures import epoch_figures_on
     from migrate.steps.fsdp_accumulation import fsdp_accumulation
     from migrate.steps.fsdp_reads import fsdp_reads
@@ -31,39 +31,17 @@ def conversion() -> Conversion:
     from migrate.steps.fsdp_shard import fsdp_shard
     from migrate.steps.fsdp_state_dicts import fsdp_state_dicts, refuse_unconverted_state
     from migrate.steps.functional_data_parallel import functional_data_parallel
-    from migrate.steps.init_process_group import setup, teardown
-    from migrate.steps.load_map_location import load_map_location
-    from migrate.steps.local_rank_device import local_rank_device
     from migrate.steps.rank_divergence import rank_divergence
-    from migrate.steps.rank_zero import rank_zero
-    from migrate.steps.same_split import same_split
     from migrate.steps.scale_lr import scale_lr
-    from migrate.steps.scheduler_checks import plateau_metric
-    from migrate.steps.shared_files import shared_files
+    from migrate.steps.sequence import process_group_steps
     from migrate.steps.trained_models import refuse_unwrappable
-    from migrate.steps.base import Wrapper
 
-    steps = (
-        refuse_unwrappable,
-        setup,
-        local_rank_device,
-        fsdp_shard,
-        functional_data_parallel,
-        fsdp_reads,
-        rank_divergence,
-        distributed_sampler,
-        same_split,
-        fsdp_accumulation,
-        fsdp_scaler,
-        fsdp_state_dicts,
-        refuse_unconverted_state,
-        epoch_figures_on(None),  # a CPU tensor: gloo takes it, on a GPU host too ("cpu:gloo,cuda:nccl")
-        rank_zero,
-        shared_files,
-        plateau_metric,
-        load_map_location,
-        scale_lr,
-        teardown,
+    steps = process_group_steps(
+        before_setup=(refuse_unwrappable,),
+        wrap=(fsdp_shard, functional_data_parallel, fsdp_reads, rank_divergence),
+        # a CPU tensor for the epoch figures: gloo takes it, on a GPU host too ("cpu:gloo,cuda:nccl")
+        after_data=(fsdp_accumulation, fsdp_scaler, fsdp_state_dicts, refuse_unconverted_state, epoch_figures_on(None)),
+        before_teardown=(scale_lr,),
     )
     # fully_shard keeps the user's class: nothing goes through `.module`
     return Conversion(steps=steps, artifacts=functools.partial(torchrun_launcher, target="fsdp"), runtime=TORCHRUN,

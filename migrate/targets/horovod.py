@@ -74,39 +74,20 @@ def horovodrun_launcher(script_path: str, ctx: Context) -> list[Artifact]:
 
 
 def conversion() -> Conversion:
-    from migrate.steps.distributed_sampler import distributed_sampler
     from migrate.steps.functional_data_parallel import functional_data_parallel
     from migrate.steps.horovod_metrics import horovod_metrics
     from migrate.steps.horovod_optimizers import BROADCAST_WRAPPER, broadcast_models, horovod_optimizers, maintenance_note
-    from migrate.steps.init_process_group import setup, teardown
-    from migrate.steps.load_map_location import load_map_location
-    from migrate.steps.local_rank_device import local_rank_device
     from migrate.steps.rank_divergence import rank_divergence
-    from migrate.steps.rank_zero import rank_zero
-    from migrate.steps.same_split import same_split
     from migrate.steps.scale_lr import scale_lr_unless_declined
-    from migrate.steps.scheduler_checks import plateau_metric
-    from migrate.steps.shared_files import shared_files
+    from migrate.steps.sequence import process_group_steps
     from migrate.steps.trained_models import refuse_unless_method_bypass
 
-    steps = (
-        horovod_optimizers,
-        refuse_unless_method_bypass,
-        setup,
-        local_rank_device,
-        broadcast_models,
-        functional_data_parallel,
-        rank_divergence,
-        distributed_sampler,
-        same_split,
-        horovod_metrics,
-        rank_zero,
-        shared_files,
-        plateau_metric,
-        load_map_location,
-        scale_lr_unless_declined,
-        teardown,
-        maintenance_note,
+    steps = process_group_steps(
+        before_setup=(horovod_optimizers, refuse_unless_method_bypass),
+        wrap=(broadcast_models, functional_data_parallel, rank_divergence),
+        after_data=(horovod_metrics,),
+        before_teardown=(scale_lr_unless_declined,),
+        after_teardown=(maintenance_note,),
     )
     return Conversion(steps=steps, artifacts=horovodrun_launcher, runtime=HOROVOD, wrapper=BROADCAST_WRAPPER)
 
