@@ -1,8 +1,8 @@
 """The library API: convert source text, or files on disk, to a target.
 
 `migrate_source` is pure (text in, FileResult out; the modules of the script's folder only through
-the reader it is handed, migrate.project_files; MIG119 lists the file's folder when that reader
-reads the disk and the folder holds the file), except that before parsing it refuses a file
+the reader it is handed, migrate.project_files, which for the disk also lists the folder's Python
+files for MIG119), except that before parsing it refuses a file
 whose syntax tree would not fit in the memory left (migrate.sources.check_memory), and it lets
 CPython's compiler check the text first, so what CPython refuses is the input's error, in its
 words. `migrate_paths` adds choosing the files (migrate.paths), reading them (migrate.sources:
@@ -28,7 +28,7 @@ from migrate.records import FileResult, InputError, Options
 from migrate.options import OptionsError
 from migrate.options import check as check_options
 from migrate.paths import select
-from migrate.project_files import ReadModule, read_from_disk, read_nothing
+from migrate.project_files import ReadModule, python_files, read_from_disk, read_nothing
 from migrate.sources import check_memory, read
 
 if TYPE_CHECKING:
@@ -146,10 +146,7 @@ def _library_finding(sites: TrainingSites, code: str, path: str, target: str, re
     advice = (f"to train on several processes, give this file an entry point (an `if __name__ == \"__main__\":` block "
               f"that calls {_first(trainers)}), convert it again and launch this file itself")
     folder = os.path.dirname(path)
-    names: list[str] = []
-    if read_module is not read_nothing:
-        with contextlib.suppress(OSError):
-            names = sorted(name for name in os.listdir(folder or ".") if name.endswith(".py"))
+    names = python_files(read_module, folder)
     if os.path.basename(path) in names:
         importers = importing_entry_points(path, [os.path.join(folder, name) for name in names], read_module)
         runs = [f"{each.describe(folder)}: run `migrate to-{target} {shlex.quote(each.path)}`" for each in importers[:5]]
