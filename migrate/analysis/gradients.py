@@ -25,8 +25,13 @@ A part frozen where it is built is no gap: DDP leaves out what does not require 
 Nor is the whole model switched off for a step (a GAN's critic while the generator learns): DDP
 gets no gradient of it at all in that step, and waits for none.
 
-Not seen: classes of other modules, a name detached after it is bound (`h = self.embed(x)`, then
-`h.detach()`), a forward that returns early under a condition, loops over a varying number of
+The model's class may also be defined in a module of the script's folder that the script imports
+(`from nets import Net`, `import models` then `models.Net()`, through a package's re-export),
+read through the conversion's `ReadModule` (migrate.project finds the module): that module's
+classes are searched the same way, and each gap there names its file and line (`nets.py line 13`).
+
+Not seen: classes of yet other modules (a part whose class that module imports), a name detached
+after it is bound (`h = self.embed(x)`, then `h.detach()`), a forward that returns early under a condition, loops over a varying number of
 layers, conditions on the script's own settings (`if self.use_aux:`), which are fixed for a run.
 
 `last_change` finds the last statement before training that still changes the model's parameters
@@ -39,13 +44,14 @@ freezes that part only).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import libcst as cst
 
 from migrate.analysis.divergence import base_spelling
 from migrate.analysis.homes import home_binding
-from migrate.analysis.index import AttributeUse, Binding, Scope, ScriptIndex, child_nodes, descendants, spell
+from migrate.analysis.index import AttributeUse, Binding, Scope, ScriptIndex, build_index, child_nodes, descendants, spell
 from migrate.analysis.models import (
     Switch,
     aliases,
@@ -55,9 +61,13 @@ from migrate.analysis.models import (
     changes_parameters,
     requires_grad_switches,
 )
+from migrate.analysis.positions import Positions
 from migrate.analysis.sites import ModelSite
 from migrate.analysis.syntax import calls_in
 from migrate.analysis.trained import constructed_class, is_module_class, parameter_free
+from migrate.analysis.upstream import model_class_call
+from migrate.project import defining_module, project_graph
+from migrate.project_files import ReadModule, read_nothing
 
 # torch.nn layers that hold no parameters: what runs them needs no gradient
 PARAMETER_FREE = frozenset({
@@ -83,6 +93,7 @@ RANDOM = ("random.", "numpy.random.", "np.random.", "torch.rand", "torch.bernoul
 WALKS = frozenset({"children", "named_children", "modules", "named_modules", "parameters", "named_parameters",
                    "_modules", "_parameters", "__dict__", "apply"})
 MAX_DEPTH = 4
+IMPORT_DEPTH = 3  # imports followed from the script to the module that defines the model's class
 
 
 @dataclass(frozen=True)
@@ -92,6 +103,7 @@ class Gap:
     what: str  # "`model.backbone`", "`model.encoder.embed`"
     why: str  # "runs only under `torch.no_grad()` in `Classifier.forward()`"
     node: cst.CSTNode  # where it is seen (its line goes into the message)
+    place: str | None = None  # "nets.py line 13" for a node of another module than the script
 
 
 @dataclass(frozen=True)
@@ -103,17 +115,11 @@ class _Part:
     cls: str | None  # a module class of this file it is an instance of
 
 
-def gradient_gaps(index: ScriptIndex, site: ModelSite, training: set[str]) -> list[Gap]:
-    """The parameters of the wrapped model that may get no gradient in some step (see the module docstring)."""
-    binding = home_binding(index, site.spelling, site.scope)
-    cls = constructed_class(index, binding)
-    names = aliases(index, site)
-    gaps: list[Gap] = []
-    if cls is not None:
-        called = {u.node.attr.value for u in index.attributes
-                  if u.called and (u.owner, u.place.scope.name) in names and u.place.scope.name in training}
-        frozen = {s.owner.split(".", 1)[1] for s in _script_switches(index, site) if s.on is False and "." in s.owner}
-        gaps += _class_gaps(index, cls, called, frozen, f"{site.spelling}.", 0, {cls})
+def gradient_gaps(index: ScriptIndex, site: ModelSite, training: set[str], path: str = "train.py",
+                  read: ReadModule = read_nothing) -> list[Gap]:
+    """The parameters of the wrapped model that may get no gradient in some step (see the module
+    docstring); `path` is the script's, whose folder's modules `read` returns."""
+    gaps = _model_class_gaps(index, site, training, path, read)
     whole = _whole_model_switches(index, site)
     for switch in _script_switches(index, site):
         # the whole model switched off for a step (a GAN's critic while the generator learns) gives
@@ -219,9 +225,84 @@ def wholly_frozen(index: ScriptIndex, site: ModelSite) -> cst.CSTNode | None:
 # -- the model's classes ---------------------------------------------------------------------------
 
 
+def _model_class_gaps(index: ScriptIndex, site: ModelSite, training: set[str], path: str, read: ReadModule) -> list[Gap]:
+    """The gaps of the model's class: one of the script's, else one of a module of its folder."""
+    cls = constructed_class(index, home_binding(index, site.spelling, site.scope))
+    sibling = None if cls is not None else _sibling_class(index, site, path, read)
+    if cls is None and sibling is None:
+        return []
+    names = aliases(index, site)
+    called = {u.node.attr.value for u in index.attributes
+              if u.called and (u.owner, u.place.scope.name) in names and u.place.scope.name in training}
+    frozen = {s.owner.split(".", 1)[1] for s in _script_switches(index, site) if s.on is False and "." in s.owner}
+    prefix = f"{site.spelling}."
+    if cls is not None:
+        return _class_gaps(index, cls, called, frozen, prefix, 0, {cls})
+    assert sibling is not None
+    # the script's own reads of an attribute (`model.aux_head(...)`) count as reads outside the class
+    script_reads = frozenset(u.node.attr.value for u in index.attributes)
+    gaps = _class_gaps(sibling.index, sibling.name, called, frozen, prefix, 0, {sibling.name}, script_reads)
+    return [sibling.placed(gap, path) for gap in gaps]
+
+
+@dataclass(frozen=True)
+class _SiblingClass:
+    """The model's class as a module of the script's folder defines it, with that module parsed."""
+
+    index: ScriptIndex
+    name: str
+    path: str
+    text: str
+
+    def placed(self, gap: Gap, script: str) -> Gap:
+        """The gap with its file (as seen from the script's folder) and line in the message."""
+        shown = os.path.relpath(self.path, os.path.dirname(script) or os.curdir)
+        try:
+            line = Positions(self.index.module, self.text).of(gap.node, self.index.statement_holding(gap.node))[0]
+        except (SyntaxError, ValueError):  # libcst took what `ast` refuses: the file without its line
+            return Gap(gap.what, gap.why, gap.node, shown)
+        return Gap(gap.what, gap.why, gap.node, f"{shown} line {line}" if line else shown)
+
+
+def _sibling_class(index: ScriptIndex, site: ModelSite, path: str, read: ReadModule) -> _SiblingClass | None:
+    """The class that builds the model when the script imports it from a module of its folder
+    (`from nets import Net`, `models.Net()`), read through `read`; None otherwise."""
+    built = model_class_call(index, site) if read is not read_nothing else None
+    spelled = spell(built.func) if built is not None else None
+    if built is None or spelled is None or spelled.split(".")[0] not in index.imports:
+        return None
+    module, _, name = (index.qualify(built.func) or "").rpartition(".")
+    if not module or module.split(".")[0] in ("torch", "torchvision", "transformers", "timm"):
+        return None
+    graph = project_graph(path, read, index.module.code, depth=IMPORT_DEPTH)
+    link = next((each for each in graph.links_from(graph.script) if each.dotted == module.lstrip(".")), None)
+    if link is None:
+        return None
+    found = _parsed_class(link.module, name, read)
+    if found is None:
+        defining = defining_module(graph, link.module, name, read)  # re-exported: `from .gpt import Net`
+        found = _parsed_class(defining, name, read) if defining is not None else None
+    return found
+
+
+def _parsed_class(path: str, name: str, read: ReadModule) -> _SiblingClass | None:
+    """The module at `path`, indexed, when it defines a module class `name` at its top level."""
+    text = read(path)
+    if text is None:
+        return None
+    try:
+        index = build_index(cst.parse_module(text))
+    except (cst.ParserSyntaxError, RecursionError):
+        return None
+    if name not in index.classes or not is_module_class(index, name):
+        return None
+    return _SiblingClass(index, name, path, text)
+
+
 def _class_gaps(index: ScriptIndex, cls: str, extra: set[str], frozen: set[str], prefix: str, depth: int,
-                seen: set[str]) -> list[Gap]:
-    """The gaps of one class of this file, and of the classes of this file its parts are."""
+                seen: set[str], read_elsewhere: frozenset[str] = frozenset()) -> list[Gap]:
+    """The gaps of one class of this file, and of the classes of this file its parts are
+    (`read_elsewhere`: attributes another file reads, when the class is not the script's)."""
     methods = _reached_methods(index, cls, {"forward"} | extra)
     if f"{cls}.forward" not in index.functions:
         return []  # an inherited forward() is not read
@@ -233,7 +314,7 @@ def _class_gaps(index: ScriptIndex, cls: str, extra: set[str], frozen: set[str],
             continue
         uses = [u for m in methods for u in _attributes_in(index, m) if u.owner == "self" and u.node.attr.value == part.attribute]
         if not uses:
-            if not walks and not _read_outside(index, cls, part.attribute):
+            if not walks and part.attribute not in read_elsewhere and not _read_outside(index, cls, part.attribute):
                 gaps.append(Gap(f"`{prefix}{part.attribute}`", f"is never used by `{cls}.forward()`", part.node))
             continue
         verdicts = [_without_gradient(index, use) for use in uses]
@@ -246,7 +327,7 @@ def _class_gaps(index: ScriptIndex, cls: str, extra: set[str], frozen: set[str],
                       if u.owner == f"self.{part.attribute}" and u.called}
             inner_frozen = {f.removeprefix(part.attribute + ".") for f in frozen if f.startswith(part.attribute + ".")}
             gaps += _class_gaps(index, part.cls, called, inner_frozen, f"{prefix}{part.attribute}.", depth + 1,
-                                seen | {part.cls})
+                                seen | {part.cls}, read_elsewhere)
     return gaps
 
 

@@ -1,7 +1,8 @@
 """DDP's own order and options for each model it wraps. DDP takes the parameters as they are when
 it is built (their device, their dtype, which of them require a gradient) and, unless told to look
 for unused ones, waits in every step for a gradient of each parameter that then required one
-(analysis.gradients says what this file shows of both):
+(analysis.gradients says what this file shows of both, and of the model's class when a module of
+its folder defines it, read through `ctx.read_module`):
 
 - the wrap goes after the last statement before training that still casts, moves, freezes or
   rebuilds the model: `model = torch.compile(model)`, `model.to(device).to(torch.bfloat16)`, then
@@ -45,7 +46,7 @@ def ddp_models(ctx: Context) -> None:
     ctx.sites.models = kept
     unused = ctx.recorded(UnusedParameters, create=True)
     for site in kept:
-        gaps = gradient_gaps(ctx.index, site, ctx.sites.training_scopes)
+        gaps = gradient_gaps(ctx.index, site, ctx.sites.training_scopes, ctx.path, ctx.read_module)
         if gaps:
             unused.sites.add(id(site))
             _report_gaps(ctx, site, gaps)
@@ -91,7 +92,7 @@ def _refuse_frozen(ctx: Context, site: ModelSite, frozen: cst.CSTNode) -> None:
 
 
 def _report_gaps(ctx: Context, site: ModelSite, gaps: list[Gap]) -> None:
-    shown = "; ".join(f"{gap.what} {gap.why} (line {ctx.position(gap.node)[0]})" for gap in gaps[:3])
+    shown = "; ".join(f"{gap.what} {gap.why} ({gap.place or f'line {ctx.position(gap.node)[0]}'})" for gap in gaps[:3])
     more = f"; and {len(gaps) - 3} more" if len(gaps) > 3 else ""
     anchor = site.wrap_after or site.wrap_before
     ctx.report("MIG501", f"`{site.spelling}` is wrapped with find_unused_parameters=True: some of its parameters may get no "
