@@ -4,6 +4,9 @@ it, when that comes first. An optimizer built before `fully_shard` holds the uns
 parameters, and the model silently never learns; moving the shard up is one insertion, where
 moving the optimizer (and the schedulers and loads that read it) would be several. A load of
 weights that then follows the shard becomes `set_model_state_dict` (migrate.steps.fsdp_state_dicts).
+A `self.model` bound from a local (`self.model, self.optimizer = model, optimizer`) is followed back
+to it: an optimizer built over the local is sharded above, under the local's name; a local bound
+again between that optimizer and `self.model = model` is refused (MIG303, file unchanged).
 
 Each repeated block (migrate.analysis.blocks) is sharded on its own, then the model, so that a
 forward gathers one block's weights at a time. FSDP2 keeps the user's class (`fully_shard`
@@ -64,9 +67,11 @@ def fsdp_shard(ctx: Context) -> None:
 def shard(ctx: Context, site: ModelSite) -> None:
     """The fully_shard calls for one model: where DDP would wrap it, or above its optimizer."""
     _below_its_casts(ctx, site, model_blocks(ctx.index, site, ctx.path, ctx.options.shard, ctx.read_module))
-    moved = _above_its_optimizer(ctx, site)
-    if moved is not None and _binds_on_the_same_line(ctx, moved, site):
-        ctx.report("MIG308", f"`{ctx.code(moved).strip()}` builds `{site.spelling}` and an optimizer over it on one "
+    moved, model = _above_its_optimizer(ctx, site)
+    if ctx.refused:
+        return
+    if moved is not None and _binds_on_the_same_line(ctx, moved, {site.spelling, model}):
+        ctx.report("MIG308", f"`{ctx.code(moved).strip()}` builds `{model}` and an optimizer over it on one "
                    "line: FSDP2 must shard the model between the two, so put the optimizer on a line of its own; the "
                    "file is left unchanged", moved)
         ctx.refused = True
@@ -76,7 +81,7 @@ def shard(ctx: Context, site: ModelSite) -> None:
     if ctx.refused:
         return
     parts = _cast_parts(ctx, site, blocks) + [part for part in parts if part not in _cast_parts(ctx, site, blocks)]
-    new = statements(_shard_code(ctx, site, blocks, moved, parts) + _registrations(ctx, site, methods))
+    new = statements(_shard_code(ctx, site, model, blocks, moved, parts) + _registrations(ctx, model, methods))
     if site.wrap_before is not None:
         ctx.plan.insert_before(site.wrap_before, new)
     else:
@@ -85,17 +90,25 @@ def shard(ctx: Context, site: ModelSite) -> None:
     _report_sharding(ctx, site, blocks)
 
 
-def _above_its_optimizer(ctx: Context, site: ModelSite) -> cst.BaseStatement | None:
+def _above_its_optimizer(ctx: Context, site: ModelSite) -> tuple[cst.BaseStatement | None, str]:
     """When an optimizer over the model is built before the place DDP would wrap it, the shard
     goes right above the statement that builds it, and the site moves there (so every later step
     sees the model as sharded from that statement on). That statement is in the model's own
     scope before the wrap, or in a scope the model comes from (migrate.analysis.upstream) before
-    it hands the model on (`optimizer = SGD(model.parameters()); return model, optimizer`).
-    Returns the statement, or None when the shard stays where DDP wraps."""
+    it hands the model on (`optimizer = SGD(model.parameters()); return model, optimizer`). A
+    `self.model` site bound from a local before the wrap (`self.model = model`, or `self.model,
+    self.optimizer = model, optimizer`) is followed back to that local: an optimizer over it is
+    over the model too, and the shard above it names the local (`self.model` is not bound yet).
+    Returns the statement (None when the shard stays where DDP wraps) and the name the shard
+    calls the model by."""
     index = ctx.index
     own = {name for name, scope in aliases(index, site) if scope == site.scope.name}
     anchor = site.wrap_before or site.wrap_after
     assert anchor is not None
+    sources = _attribute_sources(ctx, site, anchor)
+    if ctx.refused:
+        return None, site.spelling
+    own |= set(sources)
     places: list[tuple[set[str], Scope, cst.Module | cst.IndentedBlock, cst.BaseStatement | None]] = [
         (own, site.scope, index.block_of[anchor][0], None)]
     for link in upstream(index, site):
@@ -122,8 +135,68 @@ def _above_its_optimizer(ctx: Context, site: ModelSite) -> cst.BaseStatement | N
                 site.spelling = next(iter(names))
             site.scope = scope
             site.wrap_before, site.wrap_after = first, None
-            return first
-    return None
+            return first, _named_at(index, first, site.spelling, sources)
+    return None, site.spelling
+
+
+def _attribute_sources(ctx: Context, site: ModelSite, anchor: cst.BaseStatement) -> dict[str, cst.BaseStatement]:
+    """For a `self.model` site: each local it is bound from before the wrap, in its own block
+    (`self.model = model`, `self.model, self.optimizer = model, optimizer`, `self.model =
+    model.cuda()`), with the statement of that binding. A local bound again between an optimizer
+    over it and that binding cannot be told from the model: refused (MIG303, file unchanged)."""
+    index = ctx.index
+    if not site.spelling.startswith("self."):
+        return {}
+    block, position = index.block_of[anchor]
+    found: dict[str, cst.BaseStatement] = {}
+    for binding in index.bindings:
+        local = _moved_local(binding.value)
+        top = top_statement(index, binding.place.stmt, block)
+        if (binding.target != site.spelling or local is None or binding.place.scope is not site.scope
+                or top is None or index.block_of[top][1] > position):
+            continue
+        found.setdefault(local, top)
+    for local, bound in found.items():
+        _refuse_rebound(ctx, site, local, bound, block)
+    return found
+
+
+def _moved_local(value: cst.BaseExpression | None) -> str | None:
+    """`model`, or `model.cuda()` / `model.to(device)` (a module moved in place is itself): the local's name."""
+    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in ("to", "cuda"):
+        value = value.func.value
+    return value.value if isinstance(value, cst.Name) else None
+
+
+def _refuse_rebound(ctx: Context, site: ModelSite, local: str, bound: cst.BaseStatement,
+                    block: cst.Module | cst.IndentedBlock) -> None:
+    """MIG303 when an optimizer over `local` is built and `local` is then bound again before
+    `self.model = local`: the shard cannot go above that optimizer and still be the model's."""
+    index = ctx.index
+    end = index.block_of[bound][1]
+    tops = [top_statement(index, b.place.stmt, block) for b in index.bindings if b.target == local
+            and b.place.scope is site.scope and _moved_local(b.value) != local]  # `model = model.cuda()`: the same module
+    rebinds = [at for top in tops if top is not None and (at := index.block_of[top][1]) < end]
+    for stmt, where, held in _optimizers_built(ctx):
+        top = top_statement(index, stmt, block) if where is site.scope and local in held else None
+        if top is None or index.block_of[top][1] >= end:
+            continue
+        start = index.block_of[top][1]
+        if any(at > start for at in rebinds):
+            ctx.report("MIG303", f"`{ctx.code(top).strip()}` builds an optimizer over `{local}`, which is bound again "
+                       f"before `{site.spelling}` is bound from it (line {ctx.position(bound)[0]}): FSDP2 must shard the "
+                       "model before its optimizer is built, and this conversion cannot tell which module that is; "
+                       "build the optimizer after the model's last binding; the file is left unchanged", top)
+            ctx.refused = True
+            return
+
+
+def _named_at(index: ScriptIndex, stmt: cst.BaseStatement, spelling: str, sources: dict[str, cst.BaseStatement]) -> str:
+    """The model's name at `stmt`: the local that `self.model` is bound from later, or its own spelling."""
+    for local, bound in sources.items():
+        if index.block_of[stmt][1] <= index.block_of[bound][1]:
+            return local
+    return spelling
 
 
 def _optimizers_built(ctx: Context) -> list[tuple[cst.BaseStatement, object, set[str]]]:
@@ -149,11 +222,11 @@ def _optimizers_built(ctx: Context) -> list[tuple[cst.BaseStatement, object, set
     return found
 
 
-def _binds_on_the_same_line(ctx: Context, stmt: cst.BaseStatement, site: ModelSite) -> bool:
+def _binds_on_the_same_line(ctx: Context, stmt: cst.BaseStatement, names: set[str]) -> bool:
     """`model = Net(); optimizer = SGD(model.parameters())`: the model is bound on the optimizer's line."""
     if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) < 2:
         return False
-    return any(b.place.stmt is stmt and b.target == site.spelling for b in ctx.index.bindings)
+    return any(b.place.stmt is stmt and b.target in names for b in ctx.index.bindings)
 
 
 def _holds(ctx: Context, call: cst.Call, scope: Scope) -> set[str]:
@@ -184,9 +257,10 @@ def _names_in(node: cst.CSTNode) -> list[cst.Name]:
     return found
 
 
-def _shard_code(ctx: Context, site: ModelSite, blocks: Blocks, moved: cst.BaseStatement | None, parts: list[str]) -> str:
+def _shard_code(ctx: Context, site: ModelSite, model: str, blocks: Blocks, moved: cst.BaseStatement | None,
+                parts: list[str]) -> str:
+    """The fully_shard calls, calling the model `model` (the site's spelling, or the local it comes from)."""
     fully_shard = ctx.imported(FSDP, "fully_shard")
-    model = site.spelling
     settings = _settings(ctx, site)
     lines: list[str] = []
     if moved is not None:
@@ -338,11 +412,11 @@ def _called_outside_forward(ctx: Context, site: ModelSite, blocks: Blocks) -> tu
     return methods, parts
 
 
-def _registrations(ctx: Context, site: ModelSite, methods: list[str]) -> str:
+def _registrations(ctx: Context, model: str, methods: list[str]) -> str:
     if not methods:
         return ""
     register = ctx.imported(FSDP, "register_fsdp_forward_method")
-    return "".join(f'{register}({site.spelling}, "{method}")  # gathers the weights around it, as around forward()\n'
+    return "".join(f'{register}({model}, "{method}")  # gathers the weights around it, as around forward()\n'
                    for method in methods)
 
 
