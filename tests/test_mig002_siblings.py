@@ -47,3 +47,18 @@ def test_unread_modules_stay_named_and_none_with_a_backward_says_so() -> None:
     assert "`agent`, `tools`" in _message(SCRIPT, read=lambda path: None)
     message = _message(SCRIPT, read=lambda path: "x = 1\n")
     assert message.startswith("not a training script") and "`agent`" not in message
+
+
+AGENT_WITH_DEVICE = ("import torch\n\ndevice = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n\n\n"
+                     "class Agent:\n    def learn(self, x):\n        loss = x.to(device).sum()\n        loss.backward()\n")
+
+
+def test_a_sibling_that_only_names_its_device_at_the_top_has_no_entry_point() -> None:
+    message = _message(SCRIPT, read={**FILES, "/p/agent.py": AGENT_WITH_DEVICE}.get)
+    assert "`agent.py` has no entry point of its own" in message
+    assert "which has an entry point of its own" not in message
+
+
+def test_such_a_sibling_converted_alone_is_refused_as_a_library() -> None:
+    result = migrate_source(AGENT_WITH_DEVICE, "ddp", path="/p/agent.py")
+    assert [f.code for f in result.findings] == ["MIG119"] and result.new == AGENT_WITH_DEVICE

@@ -8,7 +8,8 @@ block. "parse_args" includes a helper of this file that returns it (`args = get_
 `python train.py --help` never starts a process group.
 
 A file with no `__main__` block and no top-level code that trains is a library module: setting a
-process group up (and tearing it down) when it is imported would be wrong, so it is refused.
+process group up (and tearing it down) when it is imported would be wrong, so it is refused. Naming
+the device at the top (`device = torch.device(...)`) is no training: such a file is a library too.
 
 `runs_in_process_group` answers, for any statement, whether it runs between setup and teardown:
 rank checks and barriers are only valid there.
@@ -26,6 +27,8 @@ from migrate.analysis.syntax import calls_in, contains
 from migrate.analysis.training import callers_of
 
 WORK_CALLS = ("torch.device", "torch.manual_seed", "torch.utils.data.DataLoader")
+# what naming the device calls: no model, no loader, no training
+DEVICE_QUERIES = ("torch.device", "torch.cuda.is_available", "torch.cuda.device_count", "torch.backends.mps.is_available")
 
 
 def find_entry(index: ScriptIndex, must_follow: list[cst.BaseStatement], training: set[str] | None = None) -> Entry:
@@ -44,7 +47,8 @@ def find_entry(index: ScriptIndex, must_follow: list[cst.BaseStatement], trainin
         if _module_does_work(index) and not _block_trains(index, guard.body, training, must_follow):
             return _entry_in(index, module_scope, index.module, must_follow)
         return _entry_in(index, module_scope, guard.body, must_follow)
-    if not _module_does_work(index) and not _block_trains(index, index.module, training, must_follow):
+    builds = [stmt for stmt in must_follow if not _picks_device(index, stmt)]
+    if not _module_does_work(index) and not _block_trains(index, index.module, training, builds):
         return Entry(scope=module_scope, block=index.module, setup_before=None, teardown_after=None,
                      found=False, library=True)
     return _entry_in(index, module_scope, index.module, must_follow, found=_module_does_work(index))
@@ -182,6 +186,14 @@ def _holds(index: ScriptIndex, node: cst.CSTNode, statements: list[cst.BaseState
     if node in index.scope_of and all(stmt in index.scope_of for stmt in wanted):
         return any(node is around for stmt in wanted for around in index.enclosing_statements(stmt))
     return bool(wanted) and contains(node, lambda n: n in wanted)
+
+
+def _picks_device(index: ScriptIndex, stmt: cst.BaseStatement) -> bool:
+    """`device = torch.device("cuda" if torch.cuda.is_available() else "cpu")`: a module that only
+    names its device builds nothing that trains (a library module may do so at its top)."""
+    calls = index.calls_under(stmt)
+    return isinstance(stmt, cst.SimpleStatementLine) and bool(calls) and all(
+        (index.qualify(call.func) or "").startswith(DEVICE_QUERIES) for call in calls)
 
 
 def _module_does_work(index: ScriptIndex) -> bool:

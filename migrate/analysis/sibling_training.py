@@ -84,7 +84,7 @@ def trainers(modules: list[tuple[str, str]], read: ReadModule) -> list[Trainer]:
             continue
         scopes = tuple(sorted({call.place.scope.name for call in sites.backward_calls}))
         if scopes:
-            library = sites.entry is not None and sites.entry.library
+            library = sites.entry is None or sites.entry.library  # no entry point found: none to convert
             found.append(Trainer(dotted, path, scopes, sites.index, library))
     return found
 

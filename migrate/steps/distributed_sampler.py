@@ -486,9 +486,16 @@ def _uncounted_message(ctx: Context, step: Loop, around: cst.CSTNode, loader: st
     loop = "the `while` loop" if isinstance(around, cst.While) else "the loop"
     why = "" if isinstance(around, cst.While) else ", whose variable is not one plain name,"
     training = f"the training loop (line {ctx.position(step.node)[0]})"
+    passed = None
     if caller is not None:
         training = f"`{ctx.code(caller.node.func)}(...)` (line {ctx.position(caller.node)[0]}), which runs {training},"
-        loader = _as_passed(ctx, step, loader, caller) or loader
+        passed = _as_passed(ctx, step, loader, caller)
+        loader = passed or loader
+    if isinstance(around, cst.For) and isinstance(around.target, cst.Name) and caller is not None and passed is None:
+        epoch = around.target.value
+        return (f"epochs repeat in the loop at line {line} (`{epoch}`), but {training.rstrip(',')} reads its loader as "
+                f"`{loader}`, which that loop cannot name: call that loader's sampler.set_epoch({epoch}) at the top "
+                "of the loop (through the object that holds it), or every epoch reuses one shuffle")
     return (f"epochs repeat in {loop} at line {line}{why} with no epoch number to pass to set_epoch: no counter is raised "
             f"by one in each pass before {training} and set nowhere else in that loop; count the passes there "
             f"(`epoch += 1`) and call {loader}.sampler.set_epoch(epoch) right after, or every epoch reuses one shuffle")

@@ -26,7 +26,7 @@ from migrate.analysis.index import CallSite, Scope, ScriptIndex, descendants, sp
 from migrate.analysis.models import aliases
 from migrate.analysis.state_dicts import moved_names
 from migrate.analysis.syntax import calls_in
-from migrate.analysis.training import BUILTIN_NAMES
+from migrate.analysis.training import BUILTIN_NAMES, class_of_binding
 from migrate.steps.base import Context, expression, statement, with_keyword
 
 LOG_METHODS = frozenset({"debug", "info", "warning", "warn", "log"})
@@ -277,11 +277,29 @@ def collective_call(ctx: Context, node: cst.CSTNode) -> cst.Call | None:
         if (index.qualify(inner.func) or "").startswith("torch.distributed."):
             return inner
         scope = index.functions.get(name) or index.functions.get(f"{name}.__init__")  # a class of this file: its __init__
+        scope = scope or _method_of_instance(ctx, inner, name)  # `fitter.one_pass()` on `fitter = Fitter(...)`
         if scope is None and name.startswith("self.") and ctx.sites.models:
             return inner
-        if scope is not None and _mentions(ctx, scope.node, models):
+        if scope is not None and (_mentions(ctx, scope.node, models) or _trains(ctx, scope)):
             return inner
     return None
+
+
+def _method_of_instance(ctx: Context, call: cst.Call, name: str) -> Scope | None:
+    """The method of this file's class that `owner.method(...)` calls, where `owner` is bound to an
+    instance of that class in the call's scope (`fitter = Fitter(model)`)."""
+    owner, _, method = name.rpartition(".")
+    site = ctx.index.call_site(call)
+    if not owner or "." in owner or site is None:
+        return None
+    cls = class_of_binding(ctx.index, owner, site.place.scope)
+    return ctx.index.functions.get(f"{cls}.{method}") if cls is not None else None
+
+
+def _trains(ctx: Context, scope: Scope) -> bool:
+    """Whether the function runs a backward pass, itself or through the functions it calls (every
+    rank must: the gradients are all-reduced)."""
+    return scope.name in ctx.sites.training_scopes
 
 
 def _joins(ctx: Context) -> str:

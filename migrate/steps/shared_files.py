@@ -227,10 +227,42 @@ def _bound_and_read_elsewhere(ctx: Context, first: cst.BaseStatement, inside: li
         for binding in ctx.index.bindings_at(stmt):
             if scope is None or binding.place.scope is not scope:
                 continue
-            reader = next((r for r in ctx.index.readers_in(scope).get(binding.target, ()) if id(r) not in ids), None)
+            reader = next((r for r in ctx.index.readers_in(scope).get(binding.target, ())
+                           if id(r) not in ids and binding.target in _names_read(r)), None)
             if reader is not None:
                 return f"binds `{binding.target}`, which `{_first_line(ctx, reader)}` reads on every rank"
     return None
+
+
+def _names_read(stmt: cst.BaseStatement) -> set[str]:
+    """The names a statement itself reads (a compound one in its header): `url = BACKUP` binds
+    `url` and reads only `BACKUP`; `x[i] = y` and `n += 1` read their targets too."""
+    parts: list[cst.CSTNode] = []
+    if isinstance(stmt, cst.SimpleStatementLine):
+        for small in stmt.body:
+            if isinstance(small, cst.Assign):
+                parts += [small.value] + [t.target for t in small.targets if not _only_names(t.target)]
+            elif isinstance(small, cst.AnnAssign):
+                parts += [small.annotation] + ([small.value] if small.value is not None else [])
+                parts += [] if _only_names(small.target) else [small.target]
+            else:
+                parts.append(small)
+    elif isinstance(stmt, cst.For):
+        parts = [stmt.iter, *([] if _only_names(stmt.target) else [stmt.target])]
+    elif isinstance(stmt, (cst.If, cst.While)):
+        parts = [stmt.test]
+    elif isinstance(stmt, cst.With):
+        parts = [item.item for item in stmt.items]
+    return {name for part in parts for name in read_names(part)}
+
+
+def _only_names(target: cst.BaseExpression) -> bool:
+    """`url` or `a, (b, c)`: a target that binds names and reads none."""
+    if isinstance(target, cst.Name):
+        return True
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return all(_only_names(e.value) for e in target.elements)
+    return isinstance(target, cst.StarredElement) and _only_names(target.value)
 
 
 def _whole_if_then_barrier(ctx: Context, top: cst.If, test: str, comment: str) -> None:
@@ -558,7 +590,9 @@ def _makes_directory_call(ctx: Context, call: cst.Call) -> bool:
 
 
 def _first_line(ctx: Context, stmt: cst.BaseStatement) -> str:
-    return ctx.code(stmt).strip().splitlines()[0].rstrip(":")
+    """The statement's first line of code, without the comments above it: `try`, `url = BACKUP`."""
+    lines = [line.strip() for line in ctx.code(stmt).splitlines()]
+    return next((line for line in lines if line and not line.startswith("#")), "").rstrip(":")
 
 
 # -- the script's own downloads ------------------------------------------------------------------
