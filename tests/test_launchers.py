@@ -41,7 +41,7 @@ def test_every_launcher_passes_shellcheck(target: str, several: bool, tmp_path: 
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("target", ["ddp", "horovod"])
+@pytest.mark.parametrize("target", ["ddp", pytest.param("horovod", marks=pytest.mark.full)])  # horovod: --full
 def test_a_script_in_a_hostile_path_runs_as_given(target: str, tmp_path: Path) -> None:
     """The converted sample, in a folder and under a name with spaces, quotes, `$` and backticks,
     started through its generated launcher (one process): it trains and saves where asked."""

@@ -65,7 +65,8 @@ def test_two_nodes_train_like_one_process(rendezvous: str, tmp_path: Path) -> No
 SLURM_TARGETS = {"ddp": Options(), "deepspeed": Options(), "horovod": Options(scale_lr=False)}
 
 
-@pytest.mark.parametrize("target", SLURM_TARGETS)
+# DeepSpeed's job runs torchrun under srun as ddp's does: scripts/test --full
+@pytest.mark.parametrize("target", full_unless(list(SLURM_TARGETS), {"ddp", "horovod"}))
 def test_a_slurm_job_trains_like_one_process(target: str, tmp_path: Path) -> None:
     """`migrate launch TARGET --scheduler slurm` (a CPU job: 2 processes, no GPU requested) submitted
     with `sbatch --wait` from the script's folder: srun starts torchrun (ddp, deepspeed) or the job
@@ -104,8 +105,9 @@ HOST_LISTS = {
 }
 
 
-# the --hostfile launcher is -H's with a file: scripts/test --full
-@pytest.mark.parametrize("case", full_unless(list(HOST_LISTS), {"deepspeed-hosts", "horovod-hosts"}))
+# the --hostfile launchers, and horovodrun's -H (its one-node launcher trains in test_horovod.py):
+# scripts/test --full
+@pytest.mark.parametrize("case", full_unless(list(HOST_LISTS), {"deepspeed-hosts"}))
 def test_a_host_list_launcher_trains_on_one_node(case: str, tmp_path: Path) -> None:
     """The DeepSpeed hostfile launcher (NODE_RANK=0: this node starts its own processes, no ssh) and
     horovodrun's -H and --hostfile launchers, for one host with 2 slots: the original's weights."""
