@@ -34,6 +34,11 @@ from migrate.sources import check_memory, read
 if TYPE_CHECKING:
     import libcst as cst
 
+    from migrate.analysis.program import Program
+    from migrate.records import Artifact
+    from migrate.rewrite import EditPlan
+    from migrate.steps.base import Context
+
     from migrate.analysis.index import ScriptIndex
     from migrate.analysis.sites import TrainingSites
     from migrate.records import Finding
@@ -62,28 +67,42 @@ def migrate_source(code: str, target: str, options: Options | None = None, path:
     from migrate.unbound import introduced_unbound_names
     from migrate.unused_imports import drop_imports_made_unused
 
+    from migrate.analysis.program import Program, join
+
     options = options or Options()
     spec = target_named(target)
     check_options(spec, options)  # raises OptionsError, worded as the command line words it
+    program: Program | None = None
     if not any(word in code for word in PREFILTER_WORDS):
         _check_syntax(code, path)
+        program = join(path, code, read_module)
         imported = {m: m for m in re.findall(r"^\s*(?:from|import)\s+([A-Za-z_]\w*)", code, re.MULTILINE)}
-        return _skipped(path, code, "MIG002", _no_backward_message(imported, code, path, read_module))
+        if program is None:
+            return _skipped(path, code, "MIG002", _no_backward_message(imported, code, path, target, read_module))
     check_memory(path, code)  # libcst aborts the process when it runs out of memory
     _check_syntax(code, path)
     try:
-        module = cst.parse_module(code)
+        module = cst.parse_module(code) if program is None else program.module
     except cst.ParserSyntaxError as error:
         raise InputError(path, error.raw_line, error.raw_column + 1, f"syntax error: {error.message}") from None
-    sites = analyze(module)
+    sites = analyze(module) if program is None else analyze(module, program.local_modules())
+    if not sites.backward_calls and program is None:
+        program = join(path, code, read_module)  # the training step may live in a module of the project
+        if program is not None:
+            imported = sites.index.imports
+            module, sites = program.module, analyze(program.module, program.local_modules())
     if not sites.backward_calls:
-        return _skipped(path, code, "MIG002", _no_backward_message(sites.index.imports, code, path, read_module))
+        imports = sites.index.imports if program is None else imported
+        return _skipped(path, code, "MIG002", _no_backward_message(imports, code, path, target, read_module))
+    source = code if program is None else program.code
     frameworks = frameworks_called(sites.index, framework_markers())
     swapped = spec.swapped(frameworks)
     left_alone = None if swapped else spec.already(frameworks)
     if left_alone is not None:
         return _skipped(path, code, "MIG001", left_alone)
     conversion = spec.swap() if swapped and spec.swap is not None else spec.conversion()
+    if program is not None and (sites.entry is None or sites.entry.library):  # the program trains nowhere it runs
+        return _skipped(path, code, "MIG002", _no_backward_message(imported, code, path, target, read_module))
     if conversion.runtime is not None:  # setup must run where training starts, before what it builds
         if sites.entry is not None and sites.entry.library:
             library = _library_finding(sites, code, path, target, read_module)
@@ -93,12 +112,16 @@ def migrate_source(code: str, target: str, options: Options | None = None, path:
             return FileResult(path=path, old=code, new=code, findings=(built_early,), skipped=True)
     plan = EditPlan(module=module)
     ctx = Context(sites=sites, plan=plan, options=options, runtime=conversion.runtime, wrapper=conversion.wrapper,
-                  source=code, script=os.path.basename(path), path=path, read_module=read_module)
+                  source=source, script=os.path.basename(path), path=path, read_module=read_module, program=program)
     for step in conversion.steps:
         step(ctx)
         if ctx.refused:
             kept = tuple(f for f in ctx.findings if f.code not in ONLY_WHEN_CONVERTED)
+            if program is not None:
+                return _program_refusal(program, path, code, kept)
             return FileResult(path=path, old=code, new=code, findings=kept, skipped=True)
+    if program is not None:
+        return _program_converted(program, plan, sites, path, code, ctx, tuple(conversion.artifacts(path, ctx)))
     new_code = drop_imports_made_unused(code, plan.apply(sites.index.import_stmts, _imports_stdlib).code)
     findings = tuple(sorted(ctx.findings, key=lambda f: (f.line, f.col, f.code)))
     try:
@@ -112,6 +135,26 @@ def migrate_source(code: str, target: str, options: Options | None = None, path:
         message = f"internal error: the rewrite reads `{name}` (line {line}) before it is bound; file left untouched"
         return FileResult(path=path, old=code, new=code, findings=(finding("MIG901", message),), error=True)
     return FileResult(path=path, old=code, new=new_code, findings=findings, artifacts=tuple(conversion.artifacts(path, ctx)))
+
+
+def _program_converted(program: Program, plan: EditPlan, sites: TrainingSites, path: str, code: str, ctx: Context,
+                       artifacts: tuple[Artifact, ...]) -> FileResult:
+    """The result of a conversion over the script and modules of its project (migrate.project_conversion)."""
+    from migrate.program_edits import apply_to_parts
+    from migrate.project_conversion import ProgramRun, program_result
+
+    texts = apply_to_parts(plan, program, sites.index.import_stmts, _imports_stdlib)
+    run = ProgramRun(program, path, code, tuple(ctx.findings), artifacts)
+    return program_result(run, [(each.part, each.new) for each in texts], ctx.read_module)
+
+
+def _program_refusal(program: Program, path: str, code: str, findings: tuple[Finding, ...]) -> FileResult:
+    """A refused conversion over a program: every file left as it is, the findings where they point."""
+    from migrate.project_conversion import ProgramRun, program_result
+
+    run = ProgramRun(program, path, code, findings, ())
+    result = program_result(run, [(part, part.text) for part in program.parts], lambda _path: None)
+    return dataclasses.replace(result, skipped=True)
 
 
 def target_named(name: str) -> Target:
@@ -212,7 +255,7 @@ KNOWN_PACKAGES = frozenset({
 })
 
 
-def _no_backward_message(imports: dict[str, str], code: str, path: str, read_module: ReadModule) -> str:
+def _no_backward_message(imports: dict[str, str], code: str, path: str, target: str, read_module: ReadModule) -> str:
     """MIG002, naming the modules of the script's project (migrate.project, two imports deep) where
     the backward runs, read through `read_module` (an import that resolves to no file of the folder
     is named as a place it may be), the call of the script that runs it (analysis.sibling_training),
@@ -221,7 +264,7 @@ def _no_backward_message(imports: dict[str, str], code: str, path: str, read_mod
     import sys
 
     from migrate.analysis.sibling_training import NOT_FOLLOWED, step_call, trainers
-    from migrate.project import project_graph
+    from migrate.project import project_graph, runs_when_started
 
     roots = sorted({q.split(".")[0] for q in imports.values()} - KNOWN_PACKAGES - set(sys.stdlib_module_names) - {""})
     if not roots:
@@ -232,6 +275,10 @@ def _no_backward_message(imports: dict[str, str], code: str, path: str, read_mod
         modules.setdefault(link.module, link.dotted)
     found = trainers([(dotted, module) for module, dotted in modules.items()], read_module)
     called = step_call(code, found) if found else None
+    if found and not runs_when_started(code):
+        where = called.describe(folder) if called is not None else f"the backward runs in {found[0].named()}"
+        return (f"no backward pass in this file, which runs nothing when started (no `if __name__ == \"__main__\":` "
+                f"block or top-level code): {where}; left unchanged: {_importers_advice(path, target, read_module)}")
     if called is not None:
         file = called.trainer.file(folder)
         if called.trainer.library:
@@ -256,6 +303,21 @@ def _no_backward_message(imports: dict[str, str], code: str, path: str, read_mod
             f"such as {', '.join(unread[:4])}, convert that file and launch it: a file that only defines functions is "
             f"left unchanged too, so first give it an `if __name__ == \"__main__\":` block that calls its training "
             f"function)")
+
+
+def _importers_advice(path: str, target: str, read_module: ReadModule) -> str:
+    """The entry points of the file's folder that import it, each with the command that converts it."""
+    import shlex
+
+    from migrate.project import importing_entry_points
+
+    folder = os.path.dirname(path)
+    names = python_files(read_module, folder)
+    importers = importing_entry_points(path, [os.path.join(folder, name) for name in names], read_module)
+    if not importers:
+        return "convert the entry point that imports it (no entry point of its folder imports it)"
+    runs = [f"{each.describe(folder)}: run `migrate to-{target} {shlex.quote(each.path)}`" for each in importers[:5]]
+    return "it is imported by " + "; ".join(runs)
 
 
 def _first(trainers: list[str]) -> str:
@@ -307,15 +369,12 @@ def migrate_paths(paths: Iterable[str], target: str, options: Options | None = N
     """Convert each file (folders are searched, see migrate.paths). Yields InputError for bad input
     and for an internal error in one file, then goes on with the next: never raises for a file.
     The files are settled together as the command line settles them (see `settle`: two DeepSpeed
-    scripts of one folder each get their own config), so for a target that settles, every file is
-    converted before the first result is yielded."""
+    scripts of one folder each get their own config; the modules of a script's project its
+    conversion edits listed beside it), so every file is converted before the first result is
+    yielded."""
     selection = select(paths, exclude)
     yield from selection.errors
-    files = (migrate_file(found.path, target, options) for found in selection.files)
-    if not _settles(target):
-        yield from files
-        return
-    outcomes = list(files)
+    outcomes = [migrate_file(found.path, target, options) for found in selection.files]
     results, errors, _ = settle([o for o in outcomes if isinstance(o, FileResult)], target, options)
     yield from [o for o in outcomes if isinstance(o, InputError)] + errors
     yield from results
@@ -333,15 +392,46 @@ def settle(results: list[FileResult], target: str,
     from migrate.targets import targets
 
     settle_run = targets()[target].settle
-    if settle_run is None:
-        return results, [], []
-    return settle_run(results, options or Options(), migrate_file)
+    errors: list[InputError] = []
+    notes: list[Note] = []
+    if settle_run is not None:
+        results, errors, notes = settle_run(results, options or Options(), migrate_file)
+    results, clashes = with_modules(results)
+    return results, errors + clashes, notes
 
 
-def _settles(target: str) -> bool:
-    from migrate.targets import targets
-
-    return targets()[target].settle is not None
+def with_modules(results: list[FileResult]) -> tuple[list[FileResult], list[InputError]]:
+    """Each script's result followed by the results of the modules of its project its conversion
+    edits (FileResult.modules, issue 27), which take the place of the module's own result (a
+    library module alone is left unchanged, MIG119); a module two conversions edit differently is
+    an error for the run."""
+    edits: dict[str, FileResult] = {}
+    clashes: list[InputError] = []
+    owners: dict[str, str] = {}
+    for result in results:
+        for module in result.modules:
+            real = os.path.realpath(module.path)
+            if real in edits and edits[real].new != module.new:
+                clashes.append(InputError(module.path, 0, 0, f"the conversions of {owners[real]} and {result.path} "
+                                          "edit this module differently; nothing written"))
+                continue
+            edits.setdefault(real, module)
+            owners.setdefault(real, result.path)
+    if not edits:
+        return results, clashes
+    listed: list[FileResult] = []
+    placed: set[str] = set()
+    for result in results:
+        real = os.path.realpath(result.path)
+        if real in edits and not result.changed:
+            continue
+        listed.append(dataclasses.replace(result, modules=()) if result.modules else result)
+        for module in result.modules:
+            module_real = os.path.realpath(module.path)
+            if module_real not in placed:
+                placed.add(module_real)
+                listed.append(edits[module_real])
+    return listed, clashes
 
 
 def migrate_file(path: str, target: str, options: Options | None = None) -> FileResult | InputError:
@@ -361,7 +451,17 @@ def migrate_file(path: str, target: str, options: Options | None = None) -> File
     except Exception as error:  # a bug of ours: one file's failure must not stop the others
         return _internal(path, f"{type(error).__name__}: {error}; file left untouched "
                          "(please report it with the file)")
-    return dataclasses.replace(result, encoding=source.encoding, digest=source.digest)
+    modules: list[FileResult] = []
+    for module in result.modules:  # each written as the script is: checked against what was read
+        try:
+            read_again = read(module.path)
+        except InputError as error:
+            return error
+        if read_again.text != module.old:
+            return _internal(module.path, "it reads differently as a file than as a module of the project (line "
+                             "endings, encoding); nothing changed")
+        modules.append(dataclasses.replace(module, encoding=read_again.encoding, digest=read_again.digest))
+    return dataclasses.replace(result, encoding=source.encoding, digest=source.digest, modules=tuple(modules))
 
 
 def _internal(path: str, what: str) -> InputError:

@@ -176,6 +176,13 @@ def is_entry_point(text: str) -> bool:
     return parsed is not None and parsed.entry
 
 
+def runs_when_started(text: str) -> bool:
+    """An entry point (`is_entry_point`), or a file whose module-level code calls what it imports
+    (`engine.fit(model, ...)`): it does something when started."""
+    parsed = _parse(text)
+    return parsed is not None and (parsed.entry or bool(set(parsed.top_calls) & set(parsed.bound_at)))
+
+
 def defining_module(graph: Graph, importer: str, name: str, read: ReadModule) -> str | None:
     """The path of the project module that defines `name` as `importer` imports it (`from engine
     import fit`: engine.py, or the module a package's `__init__.py` re-exports it from), else None."""

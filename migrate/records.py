@@ -78,6 +78,9 @@ class FileResult:
     error: bool = False  # could not be read, parsed or converted: left alone
     encoding: str = "utf-8"  # the file's own (coding cookie, BOM): the diff and the write use it
     digest: str = ""  # sha256 of the bytes read: a write refuses a file edited since
+    # the modules of the script's project its conversion edits too (issue 27): one result each,
+    # written with the script as one unit (api.settle lists them beside it)
+    modules: tuple["FileResult", ...] = ()
 
     @property
     def changed(self) -> bool:

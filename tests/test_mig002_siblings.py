@@ -1,7 +1,9 @@
 """MIG002 for a script whose backward runs in a module of its project: only modules that run a
 backward are named (a module read without one is not), a call of the script into such a module (a
 function, or in a loop a method of a class it defines) is named with that module, and a module with
-no entry point of its own is never named as the file to convert (issue 27)."""
+no entry point of its own is never named as the file to convert (issue 27). A script whose step such a
+module runs is read with it as one program (tests/test_project_conversion.py): its findings then
+point at the module's own lines."""
 
 from __future__ import annotations
 
@@ -20,22 +22,27 @@ def _message(code: str, read=FILES.get) -> str:
     return result.findings[0].message
 
 
-def test_loop_calling_a_method_of_a_sibling_class() -> None:
-    message = _message(SCRIPT)
-    assert "`learner.learn(tools.helper())` (line 6)" in message
-    assert "the class `Agent` from `agent.py`" in message and "`Agent.learn()`" in message
-    assert "tools" not in message.replace("tools.helper()", "")
-    assert "`agent.py` has no entry point of its own, so converting it alone is refused too" in message
-    assert "convert that file" not in message and "issue 27" in message
+def _refused_in(code: str, read) -> tuple[str, int, int, str]:  # type: ignore[no-untyped-def]
+    """A script joined with its project (issue 27) and refused: (module, code, line, col) of the one finding."""
+    result = migrate_source(code, "ddp", path="/p/main.py", read_module=read)
+    assert result.skipped and result.new == code and not result.findings
+    [module] = result.modules
+    [found] = module.findings
+    assert module.new == module.old
+    return module.path, found.code, found.line, found.col  # type: ignore[return-value]
+
+
+def test_loop_calling_a_method_of_a_sibling_class_is_read_with_it() -> None:
+    # the step runs in agent.py: the script and agent.py are converted as one program; a backward of
+    # `x.sum()` trains no module, so it is refused, on agent.py's own line (not MIG002 on the script)
+    assert _refused_in(SCRIPT, FILES.get) == ("/p/agent.py", "MIG104", 6, 9)
 
 
 def test_a_function_of_a_package_module_called_by_the_script() -> None:
     files = {"/p/training/__init__.py": "",
              "/p/training/steps.py": "def learn(x):\n    loss = x.sum()\n    loss.backward()\n"}
     code = "import torch\nfrom training.steps import learn\n\nlearn(torch.ones(2))\n"
-    message = _message(code, read=files.get)
-    assert "it calls `learn(torch.ones(2))` (line 4), and the backward runs in `learn()` of `training/steps.py`" in message
-    assert "`training/steps.py` has no entry point of its own" in message
+    assert _refused_in(code, files.get) == ("/p/training/steps.py", "MIG104", 3, 5)
 
 
 def test_only_modules_with_a_backward_are_named() -> None:
@@ -53,10 +60,8 @@ AGENT_WITH_DEVICE = ("import torch\n\ndevice = torch.device('cuda' if torch.cuda
                      "class Agent:\n    def learn(self, x):\n        loss = x.to(device).sum()\n        loss.backward()\n")
 
 
-def test_a_sibling_that_only_names_its_device_at_the_top_has_no_entry_point() -> None:
-    message = _message(SCRIPT, read={**FILES, "/p/agent.py": AGENT_WITH_DEVICE}.get)
-    assert "`agent.py` has no entry point of its own" in message
-    assert "which has an entry point of its own" not in message
+def test_a_sibling_that_only_names_its_device_at_the_top_is_joined_as_a_library() -> None:
+    assert _refused_in(SCRIPT, {**FILES, "/p/agent.py": AGENT_WITH_DEVICE}.get) == ("/p/agent.py", "MIG104", 9, 9)
 
 
 def test_such_a_sibling_converted_alone_is_refused_as_a_library() -> None:

@@ -1,7 +1,8 @@
 """The project's import graph (migrate/project.py) over in-memory folders, and the two findings it
 words for a project whose training step lives in a module (tests/cases_projects/): MIG119 for the
-module names the entry points that import it, with the command for each, and MIG002 for such an
-entry point never sends the user back to a module that has no entry point (issue 27)."""
+module names the entry points that import it, with the command for each, and MIG002 for a module
+that runs nothing when started names them too, never a module that has no entry point (issue 27).
+An entry point whose step lives in its project is converted with it (tests/test_project_conversion.py)."""
 
 from __future__ import annotations
 
@@ -116,13 +117,8 @@ def test_the_module_names_its_entry_point_and_the_entry_point_does_not_send_back
     assert mig119.message.endswith(f"Left unchanged: it is imported by train.py (line 8: `from engine import "
                                    f"train_one_epoch`): run `migrate to-ddp {folder / 'train.py'}`, the script its "
                                    "training runs from")
-    [mig002] = _one(folder / "train.py").findings
-    assert mig002.code == "MIG002"
-    assert ("it calls `train_one_epoch(model, loader, optimizer)` (line 26) in a loop, and the backward runs in "
-            "`train_one_epoch()` of `engine.py`") in mig002.message
-    assert "does not yet follow a training step into another module of the project (issue 27)" in mig002.message
-    assert "`engine.py` has no entry point of its own" in mig002.message
-    assert "convert that file" not in mig002.message and "convert `engine.py`" not in mig002.message
+    converted = [result.path for result in migrate_paths([str(folder / "train.py")], "ddp")]
+    assert converted == [str(folder / "train.py"), str(folder / "utils.py")]  # converted with its project
 
 
 def test_a_module_imported_by_two_entry_points_lists_both_with_their_commands() -> None:
@@ -132,9 +128,10 @@ def test_a_module_imported_by_two_entry_points_lists_both_with_their_commands() 
     assert advice == (f"it is imported by 2 entry points of its folder: finetune.py (line 5: `from recipes import "
                       f"finetune_head`, through recipes.py): run `migrate to-fsdp {folder / 'finetune.py'}`; train.py "
                       f"(line 5: `import engine`): run `migrate to-fsdp {folder / 'train.py'}`")
-    [mig002] = _one(folder / "train.py", "fsdp").findings
-    assert "it calls `engine.fit(model, toy_batches(), optimizer, epochs=5)` (line 10), and" in mig002.message
-    assert "convert `engine.py`" not in mig002.message
+    [mig002] = _one(folder / "recipes.py", "fsdp").findings
+    assert mig002.code == "MIG002" and "it calls `fit(model, batches, optimizer, epochs)` (line 12)" in mig002.message
+    assert mig002.message.endswith(f"left unchanged: it is imported by finetune.py (line 5: `from recipes import "
+                                   f"finetune_head`): run `migrate to-fsdp {folder / 'finetune.py'}`")
 
 
 def test_a_module_no_entry_point_imports_says_so(tmp_path: Path) -> None:

@@ -146,6 +146,9 @@ class ScriptIndex:
     scope_of: dict[cst.BaseStatement, Scope] = field(default_factory=dict)
     import_stmts: list[cst.SimpleStatementLine] = field(default_factory=list)
     main_guard: cst.If | None = None
+    # the dotted names of the project modules read with the script as one program (analysis.program):
+    # what they define is the program's own (`engine.fit` and `from engine import fit` name `fit`)
+    local_modules: frozenset[str] = frozenset()
     _holders: dict[cst.CSTNode, cst.BaseStatement] | None = None
     # derived lookups, built on first use: the finders ask the same questions for every call site,
     # so each answer is indexed once here instead of rescanning `calls` / `bindings` per question
@@ -159,9 +162,12 @@ class ScriptIndex:
             return None
         head, _, rest = dotted.partition(".")
         resolved = self.imports.get(head)
-        if resolved is None:
-            return dotted
-        return f"{resolved}.{rest}" if rest else resolved
+        if resolved is not None:
+            dotted = f"{resolved}.{rest}" if rest else resolved
+        for module in self.local_modules:
+            if dotted.startswith(module + ".") and "." not in dotted[len(module) + 1:]:
+                return dotted[len(module) + 1:]
+        return dotted
 
     def calls_named(self, *names: str) -> list[CallSite]:
         return [c for c in self.calls if c.name in names]
@@ -523,8 +529,10 @@ def _grouped(items: list[T], key: Callable[[T], object]) -> dict[object, list[T]
     return groups
 
 
-def build_index(module: cst.Module) -> ScriptIndex:
-    index = ScriptIndex(module=module)
+def build_index(module: cst.Module, local_modules: frozenset[str] = frozenset()) -> ScriptIndex:
+    """The index of a script; with `local_modules`, of a program (analysis.program) whose parts
+    import each other under those dotted names."""
+    index = ScriptIndex(module=module, local_modules=local_modules)
     walk(_Indexer(index), module)
     return index
 

@@ -25,7 +25,8 @@ from migrate.analysis.index import CallSite, ScriptIndex, build_index, spell
 from migrate.analysis.positions import Positions
 from migrate.project_files import ReadModule
 
-NOT_FOLLOWED = "this conversion does not yet follow a training step into another module of the project (issue 27)"
+NOT_FOLLOWED = ("that module was not read with this script as one program (a module is followed only when it has no "
+                "entry point of its own and binds no top-level name that the script or another followed module binds)")
 
 
 @dataclass(frozen=True)

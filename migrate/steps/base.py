@@ -16,6 +16,7 @@ import libcst as cst
 
 from migrate.analysis.index import Scope, ScriptIndex
 from migrate.analysis.positions import Positions
+from migrate.analysis.program import Program
 from migrate.analysis.sites import ModelSite, TrainingSites
 from migrate.findings import finding
 from migrate.records import Finding, Options
@@ -57,6 +58,7 @@ class Context:
     records: dict[type, object] = field(default_factory=dict)  # what steps tell later steps and the artifact makers, by type
     refused: bool = False  # a step found the script cannot be converted safely: leave it as it is
     hoisted_datasets: list[cst.BaseStatement] = field(default_factory=list)  # `ds = Dataset(...)` taken out of a DataLoader call
+    program: Program | None = None  # the script with the modules of its project, when read as one (issue 27)
 
     @property
     def index(self) -> ScriptIndex:
@@ -144,6 +146,18 @@ class Context:
         """`os.environ.get("RANK", "0")`: what the launcher set, readable without a process group."""
         return f'{self.module_name("os")}.environ.get("{variable}", "{default}")'
 
+    def in_other_module(self, node: cst.CSTNode) -> bool:
+        """Whether `node` is code of another module of the program (analysis.program), not the script's."""
+        if self.program is None or not self.program.modules:
+            return False
+        if isinstance(node, cst.Module):
+            return False
+        stmt = node if isinstance(node, cst.BaseStatement) else self.index.statement_holding(node)
+        if stmt is None:
+            return False
+        top = self.index.enclosing_statements(stmt)[-1]
+        return self.program.part_of(top) is not self.program.script
+
     # -- records: typed facts one step leaves for later steps and the artifact makers ----------
     def record(self, value: object) -> None:
         self.records[type(value)] = value
@@ -165,6 +179,8 @@ class Context:
         assert entry is not None
         if entry.scope is scope:
             return True
+        if self.in_other_module(scope.node):
+            return False
         return entry.scope.is_module and (scope.is_module or entry.block is self.index.module)
 
     def local_rank(self, scope: Scope) -> str:

@@ -126,8 +126,9 @@ def _above_its_optimizer(ctx: Context, site: ModelSite) -> tuple[cst.BaseStateme
             if hand_off is None and is_after(index, stmt, site):
                 continue  # built after the wrap: it holds the sharded parameters
             top = top_statement(index, stmt, block)
-            if top is None or (hand_off is not None and not _before(index, top, hand_off, block)):
-                continue
+            if top is None or (hand_off is not None and not _before(index, top, hand_off, block)
+                               and top is not top_statement(index, hand_off, block)):
+                continue  # (an optimizer built in the call that hands the model on is built first)
             if first is None or index.block_of[top][1] < index.block_of[first][1]:
                 first = top
         if first is not None:

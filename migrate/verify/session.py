@@ -104,6 +104,8 @@ def convert_and_run(script: str, source: str, sandbox: Sandbox, processes: Proce
     if conversion.old != source:  # the committed original of a script converted in place
         write_private(sandbox.original / name, conversion.old, sandbox.work)
     write_private(sandbox.converted / name, conversion.new, sandbox.work)
+    for module in conversion.modules:  # the modules of its project the conversion edits (issue 27)
+        write_private(Path(module.path), module.new, sandbox.work)
     for artifact in conversion.artifacts:
         text = partitioned(artifact.text) if artifact.path.endswith(".json") else artifact.text
         write_private(Path(artifact.path), text, sandbox.work)

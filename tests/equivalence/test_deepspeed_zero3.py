@@ -91,6 +91,7 @@ PARAMETER_LINE = re.compile(r"^(parameters: |\S+\.(weight|bias): \()")
 
 
 @pytest.mark.slow
+@pytest.mark.full  # CI budget (the gather outside the engine: CI runs it in the EMA test below); scripts/test --full
 def test_parameter_count_and_shapes_are_the_whole_model(tmp_path: Path) -> None:
     """zero3_param_count: the parameter count and shapes printed after the optimizer is made are
     the original's (deepspeed.initialize goes after them, just before the epoch loop)."""
@@ -112,6 +113,7 @@ def test_ema_update_reads_whole_weights(tmp_path: Path) -> None:
     assert_same_weights(actual, expected)
 
 @pytest.mark.slow
+@pytest.mark.full  # CI budget (evaluation between epochs: CI runs one in the forward-inside-a-print test); scripts/test --full
 def test_inference_mode_evaluation_between_epochs(tmp_path: Path) -> None:
     """zero3_inference_mode: evaluation under @torch.inference_mode(), then training again (the
     conversion makes it torch.no_grad())."""

@@ -1,0 +1,164 @@
+"""A script and the modules of its own project read as one program (issue 27): the parts, parsed
+together so that the analysis finds the training step, the loaders and the writes wherever they
+are, and split again so that each file gets its own edits.
+
+The text of the program is the script's text, then each module's, each followed by a `pass` line
+of its own (the sentinel that keeps a file's trailing comments with that file). Parsed once, the
+statements of each part are the very nodes of that part's own module (`Part.module`), so the edits
+the steps key by node apply to the file that holds the node; a part's text is the program's text
+from its first line, so a position in the program is a position in one file (`Program.place`).
+
+A module joins the program only when it is a library (no `__main__` block, no top-level code that
+runs: project.is_entry_point) whose top-level names do not collide with the script's or another
+part's, and whose text parses back to itself; anything else is left out (the conversion then sees
+it as today: through the reader, for MIG002's words). The names the parts import from each other
+(`from engine import train_one_epoch`, `import engine`) are resolved by the index as functions and
+classes of the program (`build_index(..., local_modules=...)`).
+
+Read-only; reads no file itself (the caller's `ReadModule`).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from functools import cached_property
+
+import libcst as cst
+
+from migrate.project import is_entry_point, project_graph, runs_when_started
+from migrate.project_files import ReadModule
+
+SENTINEL = "pass\n"
+MAX_PARTS = 12  # modules joined to one script at most
+JOIN_DEPTH = 2  # imports followed from the script
+
+
+@dataclass(frozen=True, eq=False)
+class Part:
+    """One file of the program: its path, its dotted name from the project root (`engine`; the
+    script's is its stem), its own module (whose statements are nodes of the program), its text,
+    and the program line its text starts at."""
+
+    path: str
+    dotted: str
+    module: cst.Module
+    text: str
+    first_line: int
+
+    @property
+    def last_line(self) -> int:
+        return self.first_line + self.text.count("\n") - 1
+
+
+@dataclass(frozen=True, eq=False)
+class Program:
+    """The script (parts[0]) and the library modules joined to it."""
+
+    module: cst.Module
+    code: str
+    parts: tuple[Part, ...]
+
+    @property
+    def script(self) -> Part:
+        return self.parts[0]
+
+    @property
+    def modules(self) -> tuple[Part, ...]:
+        return self.parts[1:]
+
+    def local_modules(self) -> frozenset[str]:
+        """The dotted names of the joined modules (`engine`, `pkg.utils`)."""
+        return frozenset(part.dotted for part in self.modules)
+
+    def place(self, line: int) -> tuple[Part, int]:
+        """The part a program line belongs to, and the line within that file."""
+        for part in self.parts:
+            if part.first_line <= line <= part.last_line:
+                return part, line - part.first_line + 1
+        return self.script, line
+
+    def part_of(self, stmt: cst.CSTNode) -> Part:
+        """The part whose top-level statement `stmt` is (the script for any other node)."""
+        return self._owners.get(id(stmt), self.script)
+
+    @cached_property
+    def _owners(self) -> dict[int, Part]:
+        return {id(stmt): part for part in self.modules for stmt in part.module.body}
+
+
+def join(script_path: str, script_text: str, read: ReadModule) -> Program | None:
+    """The program of the script and the library modules of its project it imports (at most
+    JOIN_DEPTH imports away), or None when no module can join."""
+    if not runs_when_started(script_text):
+        return None  # a library module alone: its conversion is refused (MIG119), never joined
+    graph = project_graph(script_path, read, script_text, depth=JOIN_DEPTH)
+    dotted = {link.module: link.dotted for link in graph.links}
+    candidates: list[tuple[str, str, str]] = []
+    for path in graph.modules()[:MAX_PARTS]:
+        text = read(path)
+        if text is None or not text.strip() or is_entry_point(text) or os.path.basename(path) == "__init__.py":
+            continue
+        candidates.append((path, dotted[path], text if text.endswith("\n") else text + "\n"))
+    if not any("backward" in text for _path, _name, text in candidates):
+        return None  # no training step to find there
+    taken = _top_names(script_text)
+    if taken is None:
+        return None
+    joined: list[tuple[str, str, str]] = []
+    for path, name, text in candidates:
+        names = _top_names(text)
+        if names is None or names & taken:
+            continue
+        taken |= names
+        joined.append((path, name, text))
+    return _program(script_path, script_text, joined) if joined else None
+
+
+def _program(script_path: str, script_text: str, modules: list[tuple[str, str, str]]) -> Program | None:
+    """Parse the parts as one text and split the statements back into modules of their own."""
+    script_text = script_text if script_text.endswith("\n") else script_text + "\n"
+    stem = os.path.splitext(os.path.basename(script_path))[0]
+    texts = [(script_path, stem, script_text), *modules]
+    code = "".join(text + SENTINEL for _path, _name, text in texts)
+    try:
+        merged = cst.parse_module(code)
+        own = [cst.parse_module(text) for _path, _name, text in texts]
+    except (cst.ParserSyntaxError, RecursionError):
+        return None
+    parts: list[Part] = []
+    position, line = 0, 1
+    for (path, name, text), alone in zip(texts, own):
+        count = len(alone.body)
+        body = merged.body[position:position + count]
+        sentinel = merged.body[position + count] if position + count < len(merged.body) else None
+        if not isinstance(sentinel, cst.SimpleStatementLine) or not isinstance(sentinel.body[0], cst.Pass):
+            return None
+        module = alone.with_changes(body=body, footer=sentinel.leading_lines,
+                                    header=merged.header if not parts else ())
+        if module.code != text:
+            return None
+        parts.append(Part(path, name, module, text, line))
+        position += count + 1
+        line += text.count("\n") + 1
+    return Program(merged, code, tuple(parts))
+
+
+def _top_names(text: str) -> set[str] | None:
+    """The names a file binds at its top level other than by an import (defs, classes,
+    assignments); None when it cannot be parsed."""
+    import ast
+
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                names.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
+    return names

@@ -1,0 +1,118 @@
+"""One edit plan over a program (analysis.program: a script and the modules of its project read as
+one), applied to each of its files.
+
+The steps record edits keyed by the program's nodes; each file's module holds the very nodes of its
+statements, so applying the plan to that module applies the edits that belong to the file and no
+other. Imports are the one edit keyed by no node: a file gets those its new code reads and does not
+bind (the ones the steps scheduled, and the script's or another part's own imports of a name the
+new code reuses), found by applying once without them (unbound.introduced_unbound_names), then
+again with them; what the rewrite made unused goes as for one file (unused_imports).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import libcst as cst
+
+from migrate.analysis.program import Part, Program
+from migrate.rewrite import EditPlan
+from migrate.unbound import introduced_unbound_names
+from migrate.unused_imports import drop_imports_made_unused
+
+
+@dataclass(frozen=True)
+class PartText:
+    """A file of the program after the rewrite."""
+
+    part: Part
+    new: str
+
+
+def apply_to_parts(plan: EditPlan, program: Program, import_stmts: list[cst.SimpleStatementLine],
+                   is_stdlib: Callable[[cst.BaseStatement], bool]) -> list[PartText]:
+    """Each file's new text, in the program's order (the script first)."""
+    providers = _providers(plan, program)
+    texts: list[PartText] = []
+    for part in program.parts:
+        bare = _applied(plan, part.module, [], import_stmts, is_stdlib)
+        missing = [name for name, _line, _col in introduced_unbound_names(part.text, bare)]
+        lines = list(dict.fromkeys(providers[name] for name in missing if name in providers))
+        new = _applied(plan, part.module, lines, import_stmts, is_stdlib) if lines else bare
+        texts.append(PartText(part, drop_imports_made_unused(part.text, new)))
+    return texts
+
+
+def _applied(plan: EditPlan, module: cst.Module, lines: list[str], import_stmts: list[cst.SimpleStatementLine],
+             is_stdlib: Callable[[cst.BaseStatement], bool]) -> str:
+    """The plan applied to one file's module, with `lines` as the imports it schedules."""
+    own = EditPlan(
+        module=module,
+        replacements=plan.replacements,
+        before=defaultdict(list, {stmt: list(new) for stmt, new in plan.before.items()}),
+        after=defaultdict(list, {stmt: list(new) for stmt, new in plan.after.items()}),
+        removed=plan.removed,
+        removed_parts=plan.removed_parts,
+        spliced=plan.spliced,
+        guarded=dict(plan.guarded),
+        wraps=plan.wraps,
+        lines_moved=plan.lines_moved,
+    )
+    for line in lines:
+        own.add_import(line)
+    mine = set(map(id, module.body))
+    return own.apply([stmt for stmt in import_stmts if id(stmt) in mine], is_stdlib).code
+
+
+def _providers(plan: EditPlan, program: Program) -> dict[str, str]:
+    """For each name an import can bind: the import line that binds it, the steps' own first, then
+    the files' top-level imports (not relative ones, nor those of the program's own modules)."""
+    found: dict[str, str] = {}
+    scheduled = [*plan.stdlib_imports, *plan.module_imports]
+    for stmt in scheduled:
+        for name, line in _bindings(stmt, program):
+            found.setdefault(name, line)
+    for part in program.parts:
+        for top in part.module.body:
+            if isinstance(top, cst.SimpleStatementLine):
+                for name, line in _bindings(top, program):
+                    found.setdefault(name, line)
+    return found
+
+
+def _bindings(stmt: cst.SimpleStatementLine, program: Program) -> list[tuple[str, str]]:
+    """(bound name, an import line that binds only it) for each name an import statement binds."""
+    local = program.local_modules()
+    found: list[tuple[str, str]] = []
+    for small in stmt.body:
+        if isinstance(small, cst.Import):
+            for alias in small.names:
+                dotted = _dotted(alias.name)
+                if dotted.split(".")[0] in local or dotted in local:
+                    continue
+                if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                    found.append((alias.asname.name.value, f"import {dotted} as {alias.asname.name.value}"))
+                else:
+                    found.append((dotted.split(".")[0], f"import {dotted}"))
+        elif isinstance(small, cst.ImportFrom) and not small.relative and small.module is not None:
+            module = _dotted(small.module)
+            if module in local or isinstance(small.names, cst.ImportStar):
+                continue
+            for alias in small.names:
+                name = _dotted(alias.name)
+                if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                    found.append((alias.asname.name.value, f"from {module} import {name} as {alias.asname.name.value}"))
+                else:
+                    found.append((name, f"from {module} import {name}"))
+    return found
+
+
+def _dotted(node: cst.BaseExpression) -> str:
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        return f"{_dotted(node.value)}.{node.attr.value}"
+    return ""
+

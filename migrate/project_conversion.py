@@ -1,0 +1,127 @@
+"""A conversion of a script whose training step lives in modules of its own project (issue 27): the
+script and those modules read as one program (analysis.program), converted by the target's steps
+as one file is, then split into one result per file (program_edits).
+
+A module is edited only when the script is the one entry point of its folder that imports it (the
+others would get a module that needs the launcher): otherwise the whole conversion is refused
+(MIG133, naming them). Each edited module says which entry points were considered (MIG132).
+Positions are the program's until here; each finding goes to the file that holds its line, and a
+`line N` in its words names the file when that is another one.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+
+from migrate.analysis.program import Part, Program
+from migrate.findings import finding
+from migrate.program_edits import apply_to_parts
+from migrate.project import importing_entry_points
+from migrate.project_files import ReadModule, python_files
+from migrate.records import Artifact, FileResult, Finding
+from migrate.unbound import introduced_unbound_names
+
+
+@dataclass(frozen=True)
+class ProgramRun:
+    """What one conversion over a program produced, before it becomes results."""
+
+    program: Program
+    path: str  # the script's path as given
+    code: str  # the script's text as read
+    findings: tuple[Finding, ...]
+    artifacts: tuple[Artifact, ...]
+
+
+def program_result(run: ProgramRun, plan_texts: list[tuple[Part, str]], read_module: ReadModule) -> FileResult:
+    """The script's result, holding one result per module it edits; or the script left unchanged
+    with the reason (a module other entry points import, a rewrite that does not compile)."""
+    program, path, code = run.program, run.path, run.code
+    folder = os.path.dirname(path)
+    by_part: dict[str, list[Finding]] = {part.path: [] for part in program.parts}
+    for each in run.findings:
+        part, line = program.place(each.line) if each.line > 0 else (program.script, each.line)
+        message = _lines_named(each.message, program, part, folder)
+        by_part[part.path].append(Finding(each.code, each.severity, message, line, each.col))
+    texts = {part.path: new for part, new in plan_texts}
+    failure = _failure(program, texts, folder)
+    if failure is not None:
+        return FileResult(path=path, old=code, new=code, findings=(failure,), error=True)
+    edited = [part for part in program.modules if texts[part.path] != part.text]
+    names = python_files(read_module, folder)
+    candidates = [os.path.join(folder, name) for name in names]
+    modules: list[FileResult] = []
+    for part in edited:
+        importers = [each for each in importing_entry_points(part.path, candidates, read_module)
+                     if os.path.normpath(each.path) != os.path.normpath(path)]
+        if importers:
+            return FileResult(path=path, old=code, new=code, findings=(_shared_module(part, importers, folder, path),),
+                              skipped=True)
+        note = _edited_note(part, path, folder, listed=bool(names))
+        found = tuple(sorted([*by_part[part.path], note], key=lambda f: (f.line, f.col, f.code)))
+        modules.append(FileResult(path=part.path, old=part.text, new=texts[part.path], findings=found))
+    script_new = texts[program.script.path]
+    if not code.endswith("\n") and script_new.endswith("\n"):
+        script_new = script_new[:-1]
+    for part in program.modules:  # findings in a module the conversion does not edit
+        if part not in edited and by_part[part.path]:
+            found = tuple(sorted(by_part[part.path], key=lambda f: (f.line, f.col, f.code)))
+            modules.append(FileResult(path=part.path, old=part.text, new=part.text, findings=found))
+    findings = tuple(sorted(by_part[program.script.path], key=lambda f: (f.line, f.col, f.code)))
+    return FileResult(path=path, old=code, new=script_new, findings=findings, artifacts=run.artifacts,
+                      modules=tuple(modules))
+
+
+def _failure(program: Program, texts: dict[str, str], folder: str) -> Finding | None:
+    """MIG901 when a file's rewrite does not compile or reads a name before it is bound."""
+    for part in program.parts:
+        new = texts[part.path]
+        where = "" if part is program.script else f" in {_file(part, folder)}"
+        try:
+            compile(new, part.path, "exec")
+        except SyntaxError as error:
+            return finding("MIG901", f"internal error: the rewrite{where} did not compile ({error.msg}, line "
+                                     f"{error.lineno}); files left untouched")
+        unbound = introduced_unbound_names(part.text, new)
+        if unbound:
+            name, line, _col = unbound[0]
+            return finding("MIG901", f"internal error: the rewrite{where} reads `{name}` (line {line}) before it is "
+                                     "bound; files left untouched")
+    return None
+
+
+def _edited_note(part: Part, script: str, folder: str, listed: bool) -> Finding:
+    """MIG132: the module is edited with the script, and which entry points were considered."""
+    others = ("no other entry point of its folder imports it" if listed
+              else "the other files of its folder were not listed, so other importers were not looked for")
+    return finding("MIG132", f"edited with {os.path.relpath(script, folder) if folder else script}, the entry "
+                             f"point that imports it, as one program: {others}", 1, 1)
+
+
+def _shared_module(part: Part, importers: list, folder: str, script: str) -> Finding:  # type: ignore[type-arg]  # project.Importer
+    """MIG133: the module the conversion would edit is imported by other entry points too."""
+    named = "; ".join(each.describe(folder) for each in importers[:4]) + (", ..." if len(importers) > 4 else "")
+    return finding("MIG133", f"the conversion edits `{_file(part, folder)}` (the training step or what it changes "
+                             f"lives there), which other entry points of the folder import too: {named}; edited, it "
+                             "would need the launcher's process group under them as well. Left unchanged (and the "
+                             "module too): give this script its own copy of the module, or convert by hand", 1, 1)
+
+
+def _file(part: Part, folder: str) -> str:
+    return os.path.relpath(part.path, folder) if folder else part.path
+
+
+_LINE = re.compile(r"\bline (\d+)\b")
+
+
+def _lines_named(message: str, program: Program, part: Part, folder: str) -> str:
+    """`line N` of the program as the line of the file that holds it (that file named when it is not
+    the finding's own)."""
+    def named(match: re.Match[str]) -> str:
+        holder, line = program.place(int(match.group(1)))
+        return f"line {line}" if holder is part else f"line {line} of {_file(holder, folder)}"
+
+    return _LINE.sub(named, message)
+

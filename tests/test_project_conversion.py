@@ -1,0 +1,144 @@
+"""A script whose training step lives in modules of its own project is converted with them (issue 27):
+one diff over several files, each edited where the behaviour lives, written as one unit, idempotent;
+refused (MIG133) when a module it would edit is imported by another entry point too.
+
+The projects are tests/cases_projects/ (read as a reviewer: see its README), copied into a temporary
+folder for each test that writes. The real multi-process runs of these projects are in
+tests/equivalence/test_projects.py.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from migrate.api import migrate_paths
+from migrate.records import FileResult
+
+PROJECTS = Path(__file__).parent / "cases_projects"
+
+
+def _copy(name: str, tmp_path: Path) -> Path:
+    folder = tmp_path / name
+    shutil.copytree(PROJECTS / name, folder)
+    return folder
+
+
+def _results(path: Path, target: str) -> dict[str, FileResult]:
+    results = {}
+    for outcome in migrate_paths([str(path)], target):
+        assert isinstance(outcome, FileResult), outcome
+        results[Path(outcome.path).name] = outcome
+    return results
+
+
+def _added(result: FileResult) -> list[str]:
+    old = result.old.splitlines()
+    return [line.strip() for line in result.new.splitlines() if line not in old]
+
+
+def test_ddp_shards_the_loader_where_a_helper_builds_it_and_prints_once() -> None:
+    results = _results(PROJECTS / "engine_loop" / "train.py", "ddp")
+    assert list(results) == ["train.py", "utils.py"]  # engine.py needs nothing under DDP
+    train, utils = results["train.py"], results["utils.py"]
+    assert "model = DDP(model)" in _added(train) and "loader.sampler.set_epoch(epoch)" in _added(train)
+    assert ("return DataLoader(train_dataset, batch_size=batch_size, sampler=DistributedSampler(train_dataset, "
+            "shuffle=True))") in _added(utils)
+    assert "if dist.get_rank() == 0:" in _added(utils)  # say(): the helper that prints
+    assert "import torch.distributed as dist" in _added(utils)
+    assert "import torch.distributed as dist" in _added(train)
+    [note] = utils.findings
+    assert (note.code, note.line) == ("MIG132", 1)
+    assert note.message == ("edited with train.py, the entry point that imports it, as one program: no other entry "
+                            "point of its folder imports it")
+
+
+def test_deepspeed_edits_the_step_in_the_engine_module() -> None:
+    results = _results(PROJECTS / "engine_loop" / "train.py", "deepspeed")
+    assert list(results) == ["train.py", "engine.py", "utils.py"]
+    engine = results["engine.py"]
+    removed = [line.strip() for line in engine.old.splitlines() if line not in engine.new.splitlines()]
+    assert removed == ["optimizer.zero_grad()", "loss.backward()", "optimizer.step()"]
+    assert "model.backward(loss)" in _added(engine) and "model.step()" in _added(engine)
+    assert any(artifact.path.endswith("ds_config.json") for artifact in results["train.py"].artifacts)
+
+
+def test_a_finding_in_a_module_points_at_its_own_line(tmp_path: Path) -> None:
+    results = _results(PROJECTS / "two_entry_points" / "train.py", "ddp")
+    engine = results["engine.py"]
+    assert engine.new == engine.old  # reported, not edited: it stays right for finetune.py too
+    [mig101] = engine.findings
+    assert (mig101.code, mig101.line, mig101.col) == ("MIG101", 8, 9)  # `for inputs, targets in batches:`
+    assert "`batches`" in mig101.message
+
+
+def test_write_is_one_unit_and_a_second_run_changes_nothing(tmp_path: Path) -> None:
+    folder = _copy("engine_loop", tmp_path)
+    before = {name: (folder / name).read_text() for name in ("train.py", "engine.py", "utils.py")}
+    command = [sys.executable, "-m", "migrate", "to-deepspeed", "train.py"]
+    written = subprocess.run([*command, "--write"], cwd=folder, capture_output=True, text=True)
+    assert written.returncode == 0, written.stderr
+    after = {name: (folder / name).read_text() for name in before}
+    assert all(after[name] != before[name] for name in before)
+    assert (folder / "ds_config.json").exists() and (folder / "run_train_deepspeed.sh").exists()
+    again = subprocess.run([*command, "--check"], cwd=folder, capture_output=True, text=True)
+    assert again.returncode == 0, again.stdout + again.stderr  # nothing would change
+    assert {name: (folder / name).read_text() for name in before} == after
+
+
+def test_a_module_another_entry_point_imports_is_not_edited(tmp_path: Path) -> None:
+    folder = _copy("engine_loop", tmp_path)
+    (folder / "report.py").write_text('from utils import say\n\nif __name__ == "__main__":\n    say("report")\n')
+    results = _results(folder / "train.py", "ddp")
+    [train] = results.values()
+    assert train.skipped and train.new == train.old and not train.modules
+    [mig133] = train.findings
+    assert mig133.code == "MIG133"
+    assert ("the conversion edits `utils.py` (the training step or what it changes lives there), which other entry "
+            "points of the folder import too: report.py (line 1: `from utils import say`)") in mig133.message
+
+
+def test_the_folder_run_lists_each_module_once(tmp_path: Path) -> None:
+    folder = _copy("engine_loop", tmp_path)
+    results = list(migrate_paths([str(folder)], "ddp"))
+    names = [Path(r.path).name for r in results if isinstance(r, FileResult)]
+    assert sorted(names) == ["engine.py", "train.py", "utils.py"] and len(names) == len(set(names))
+    utils = next(r for r in results if isinstance(r, FileResult) and r.path.endswith("utils.py"))
+    assert utils.changed and not utils.skipped  # the edit, not the module's own MIG119
+
+
+@pytest.mark.parametrize("target", ["ddp", "fsdp", "horovod", "deepspeed"])
+def test_every_target_converts_both_projects_and_compiles(target: str) -> None:
+    for script in (PROJECTS / "engine_loop" / "train.py", PROJECTS / "two_entry_points" / "train.py"):
+        results = _results(script, target)
+        train = results["train.py"]
+        if target == "deepspeed" and script.parent.name == "two_entry_points":
+            # the engine takes the step: engine.py would change under finetune.py too
+            assert train.skipped and [f.code for f in train.findings] == ["MIG133"]
+            continue
+        assert train.changed and not train.error, train.findings
+        for result in results.values():
+            compile(result.new, result.path, "exec")
+
+
+def test_fsdp_shards_above_the_call_that_builds_the_optimizer_for_a_trainer_class() -> None:
+    # `Trainer(model, torch.optim.Adam(model.parameters()))`: the optimizer is built before __init__
+    # runs, so a shard in __init__ would leave it holding the unsharded weights (it never learned)
+    results = _results(PROJECTS / "trainer_class" / "train.py", "fsdp")
+    train = results["train.py"].new.splitlines()
+    shard = train.index("    fully_shard(model, mesh=device_mesh)")
+    assert train[shard + 1] == "    trainer = Trainer(model, torch.optim.Adam(model.parameters(), lr=0.01))"
+    assert "fully_shard" not in results["trainer.py"].new
+
+
+def test_ddp_wraps_the_model_where_the_trainer_keeps_it() -> None:
+    results = _results(PROJECTS / "trainer_class" / "train.py", "ddp")
+    trainer = results["trainer.py"]
+    assert _added(trainer) == ["from torch.nn.parallel import DistributedDataParallel as DDP",
+                               "import torch.distributed as dist", "self.model = DDP(self.model)",
+                               "if dist.get_rank() == 0:", 'print(f"epoch {epoch} loss {loss.item():.5f}")']
+    assert "torch.save(trainer.model.module.state_dict(), args.save)" in _added(results["train.py"])
