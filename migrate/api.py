@@ -458,8 +458,8 @@ def migrate_file(path: str, target: str, options: Options | None = None) -> File
         except InputError as error:
             return error
         if read_again.text != module.old:
-            return _internal(module.path, "it reads differently as a file than as a module of the project (line "
-                             "endings, encoding); nothing changed")
+            return InputError(module.path, 0, 0, f"the conversion of {path} edits this module of its project, but it "
+                              "reads differently as a file (line endings, encoding) than as a module: nothing changed")
         modules.append(dataclasses.replace(module, encoding=read_again.encoding, digest=read_again.digest))
     return dataclasses.replace(result, encoding=source.encoding, digest=source.digest, modules=tuple(modules))
 

@@ -61,14 +61,12 @@ def program_result(run: ProgramRun, plan_texts: list[tuple[Part, str]], read_mod
                               skipped=True)
         note = _edited_note(part, path, folder, listed=bool(names))
         found = tuple(sorted([*by_part[part.path], note], key=lambda f: (f.line, f.col, f.code)))
-        modules.append(FileResult(path=part.path, old=part.text, new=texts[part.path], findings=found))
-    script_new = texts[program.script.path]
-    if not code.endswith("\n") and script_new.endswith("\n"):
-        script_new = script_new[:-1]
+        modules.append(FileResult(path=part.path, old=part.original, new=part.as_written(texts[part.path]), findings=found))
+    script_new = program.script.as_written(texts[program.script.path])
     for part in program.modules:  # findings in a module the conversion does not edit
         if part not in edited and by_part[part.path]:
             found = tuple(sorted(by_part[part.path], key=lambda f: (f.line, f.col, f.code)))
-            modules.append(FileResult(path=part.path, old=part.text, new=part.text, findings=found))
+            modules.append(FileResult(path=part.path, old=part.original, new=part.original, findings=found))
     findings = tuple(sorted(by_part[program.script.path], key=lambda f: (f.line, f.col, f.code)))
     return FileResult(path=path, old=code, new=script_new, findings=findings, artifacts=run.artifacts,
                       modules=tuple(modules))

@@ -43,8 +43,13 @@ class Part:
     path: str
     dotted: str
     module: cst.Module
-    text: str
+    text: str  # as parsed: the file's text, ending with a newline
     first_line: int
+    original: str  # the file's text as read (it may not end with a newline)
+
+    def as_written(self, new: str) -> str:
+        """The file's new text, without the newline parsing added at its end."""
+        return new[:-1] if self.original != self.text and new.endswith("\n") else new
 
     @property
     def last_line(self) -> int:
@@ -99,7 +104,7 @@ def join(script_path: str, script_text: str, read: ReadModule) -> Program | None
         text = read(path)
         if text is None or not text.strip() or is_entry_point(text) or os.path.basename(path) == "__init__.py":
             continue
-        candidates.append((path, dotted[path], text if text.endswith("\n") else text + "\n"))
+        candidates.append((path, dotted[path], text))
     if not any("backward" in text for _path, _name, text in candidates):
         return None  # no training step to find there
     taken = _top_names(script_text)
@@ -117,9 +122,9 @@ def join(script_path: str, script_text: str, read: ReadModule) -> Program | None
 
 def _program(script_path: str, script_text: str, modules: list[tuple[str, str, str]]) -> Program | None:
     """Parse the parts as one text and split the statements back into modules of their own."""
-    script_text = script_text if script_text.endswith("\n") else script_text + "\n"
     stem = os.path.splitext(os.path.basename(script_path))[0]
-    texts = [(script_path, stem, script_text), *modules]
+    originals = [(script_path, stem, script_text), *modules]
+    texts = [(path, name, text if text.endswith("\n") else text + "\n") for path, name, text in originals]
     code = "".join(text + SENTINEL for _path, _name, text in texts)
     try:
         merged = cst.parse_module(code)
@@ -128,7 +133,7 @@ def _program(script_path: str, script_text: str, modules: list[tuple[str, str, s
         return None
     parts: list[Part] = []
     position, line = 0, 1
-    for (path, name, text), alone in zip(texts, own):
+    for (path, name, text), (_path, _name, original), alone in zip(texts, originals, own):
         count = len(alone.body)
         body = merged.body[position:position + count]
         sentinel = merged.body[position + count] if position + count < len(merged.body) else None
@@ -138,7 +143,7 @@ def _program(script_path: str, script_text: str, modules: list[tuple[str, str, s
                                     header=merged.header if not parts else ())
         if module.code != text:
             return None
-        parts.append(Part(path, name, module, text, line))
+        parts.append(Part(path, name, module, text, line, original))
         position += count + 1
         line += text.count("\n") + 1
     return Program(merged, code, tuple(parts))

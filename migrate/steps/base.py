@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import string
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Protocol, TypeVar
@@ -157,6 +157,16 @@ class Context:
             return False
         top = self.index.enclosing_statements(stmt)[-1]
         return self.program.part_of(top) is not self.program.script
+
+    def file_body(self, node: cst.CSTNode) -> Sequence[cst.BaseStatement]:
+        """The top-level statements of the file that holds `node`: the script's, or those of a module
+        of the program (analysis.program) when the node is there."""
+        if self.program is None:
+            return self.index.module.body
+        stmt = node if isinstance(node, cst.BaseStatement) else self.index.statement_holding(node)
+        if stmt is None:
+            return self.program.script.module.body
+        return self.program.part_of(self.index.enclosing_statements(stmt)[-1]).module.body
 
     # -- records: typed facts one step leaves for later steps and the artifact makers ----------
     def record(self, value: object) -> None:

@@ -28,6 +28,8 @@ strictly into the original model, and a resume from model and optimizer state co
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import libcst as cst
 
 from migrate.analysis.index import AttributeUse, Scope, free_name, spell
@@ -275,7 +277,7 @@ def _optimizers(ctx: Context) -> None:
                 ctx.plan.replace_with(call, cst.Name(variable))
             elif call.args:
                 load = ctx.imported(CHECKPOINT, "set_optimizer_state_dict")
-                helper = _named_state_helper(ctx)
+                helper = _named_state_helper(ctx, use.place.stmt)
                 head = f"{load}({model}, {optimizer}, {helper}({model}, {optimizer}, "
                 ctx.plan.replace(call, _loaded_through(head, _options(ctx, SCATTER)))
 
@@ -343,18 +345,23 @@ def _always_handed(ctx: Context, scope: Scope, param: str, names: set[tuple[str,
 NAMED_STATE = "named_optimizer_state"
 
 
+@dataclass
 class NamedStateHelper:
-    """Recorded once the helper below is added to the script (once per file)."""
+    """The files (by their first statement) the helper below was added to: once per file."""
+
+    files: set[int] = field(default_factory=set)
 
 
-def _named_state_helper(ctx: Context) -> str:
+def _named_state_helper(ctx: Context, used_at: cst.CSTNode) -> str:
     """`named_optimizer_state(model, optimizer, state)`, defined once in the converted script: an
     optimizer state dict the single-process script saved numbers the parameters (0, 1, ...) in the
     order of the optimizer's groups, and set_optimizer_state_dict wants them by name (torch 2.13
     takes numbered state without a word and fails at the next get_optimizer_state_dict)."""
-    if NamedStateHelper not in ctx.records:
-        ctx.record(NamedStateHelper())
-        first = next(stmt for stmt in ctx.index.module.body if not _is_import_or_docstring(stmt))
+    added = ctx.recorded(NamedStateHelper, create=True)
+    body = ctx.file_body(used_at)  # the file that loads the state (a module of the project, issue 27)
+    if id(body[0]) not in added.files:
+        added.files.add(id(body[0]))
+        first = next(stmt for stmt in body if not _is_import_or_docstring(stmt))
         helper = statements(
             f"def {NAMED_STATE}(model, optimizer, state):\n"
             '    """`state` keyed by parameter names, as set_optimizer_state_dict wants it: a state dict saved\n'
