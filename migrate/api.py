@@ -405,6 +405,7 @@ def with_modules(results: list[FileResult]) -> tuple[list[FileResult], list[Inpu
     edits (FileResult.modules, issue 27), which take the place of the module's own result (a
     library module alone is left unchanged, MIG119); a module two conversions edit differently is
     an error for the run."""
+    results = _each_script_once(results)
     edits: dict[str, FileResult] = {}
     clashes: list[InputError] = []
     owners: dict[str, str] = {}
@@ -434,6 +435,22 @@ def with_modules(results: list[FileResult]) -> tuple[list[FileResult], list[Inpu
     return listed, clashes
 
 
+def _each_script_once(results: list[FileResult]) -> list[FileResult]:
+    """One result per file: a script converted for itself and again through a module named on its
+    own (MIG134) is listed once, as it was converted for itself."""
+    seen: dict[str, int] = {}
+    kept: list[FileResult] = []
+    for result in results:
+        real = os.path.realpath(result.path)
+        if real in seen:
+            if any(f.code == "MIG134" for f in kept[seen[real]].findings) and not any(f.code == "MIG134" for f in result.findings):
+                kept[seen[real]] = result
+            continue
+        seen[real] = len(kept)
+        kept.append(result)
+    return kept
+
+
 def migrate_file(path: str, target: str, options: Options | None = None) -> FileResult | InputError:
     """Read and convert one file; every failure becomes an InputError naming the file."""
     try:
@@ -451,6 +468,10 @@ def migrate_file(path: str, target: str, options: Options | None = None) -> File
     except Exception as error:  # a bug of ours: one file's failure must not stop the others
         return _internal(path, f"{type(error).__name__}: {error}; file left untouched "
                          "(please report it with the file)")
+    if result.skipped and not result.modules:
+        through = _through_its_entry_point(path, source.text, target, options)
+        if through is not None:
+            return through
     modules: list[FileResult] = []
     for module in result.modules:  # each written as the script is: checked against what was read
         try:
@@ -462,6 +483,27 @@ def migrate_file(path: str, target: str, options: Options | None = None) -> File
                               "reads differently as a file (line endings, encoding) than as a module: nothing changed")
         modules.append(dataclasses.replace(module, encoding=read_again.encoding, digest=read_again.digest))
     return dataclasses.replace(result, encoding=source.encoding, digest=source.digest, modules=tuple(modules))
+
+
+def _through_its_entry_point(path: str, text: str, target: str, options: Options | None) -> FileResult | None:
+    """A library module named on its own (MIG119, or MIG002 for one that only calls the step) whose
+    folder has exactly one entry point importing it: that entry point's conversion, which reads the
+    module with it (issue 27), with a note (MIG134) saying so. None otherwise."""
+    from migrate.project import importing_entry_points, runs_when_started
+
+    if runs_when_started(text):
+        return None
+    folder = os.path.dirname(path)
+    candidates = [os.path.join(folder, name) for name in python_files(read_from_disk, folder)]
+    importers = importing_entry_points(path, candidates, read_from_disk)
+    if len(importers) != 1:
+        return None
+    through = migrate_file(importers[0].path, target, options)
+    if not isinstance(through, FileResult) or not through.changed or through.error:
+        return None
+    note = finding("MIG134", f"converted through {importers[0].describe(folder)}, the one entry point of its folder "
+                             f"that imports {os.path.basename(path)}: launch that script", 1, 1)
+    return dataclasses.replace(through, findings=(note, *through.findings))
 
 
 def _internal(path: str, what: str) -> InputError:

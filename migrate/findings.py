@@ -55,6 +55,7 @@ CODES: dict[str, tuple[Severity, str]] = {
     "MIG130": (Severity.NOTE, "DeepSpeed: the script never moves the model to a device, so DeepSpeed is kept on the CPU with it and its batches (DS_ACCELERATOR=cpu, gloo): the engine would otherwise move the model to the GPU; move the model and its batches to a GPU to train there"),
     "MIG131": (Severity.WARNING, "DeepSpeed: the script moves the model to a device only under a condition (or moves one model and not another); where it does not, on a GPU host, deepspeed.initialize still moves the model to the GPU while the batches stay on the CPU"),
     "MIG132": (Severity.NOTE, "a module of the script's own project is edited with it (the training step, a loader or a write lives there); the message names the entry points of its folder that import it"),
+    "MIG134": (Severity.NOTE, "a module named on its own was converted through the one entry point of its folder that imports it: that script's result (and the modules it edits) stands for it"),
     "MIG133": (Severity.WARNING, "a module of the script's project that the conversion would edit is imported by other entry points of its folder too: left unchanged"),
     "MIG900": (Severity.ERROR, "the file could not be read, parsed or written (message says why); nothing was written"),
     "MIG901": (Severity.ERROR, "internal error: the rewritten file did not compile or read a name before binding it; the file is left untouched"),

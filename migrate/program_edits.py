@@ -4,8 +4,8 @@ one), applied to each of its files.
 The steps record edits keyed by the program's nodes; each file's module holds the very nodes of its
 statements, so applying the plan to that module applies the edits that belong to the file and no
 other. Imports are the one edit keyed by no node: a file gets those its new code reads and does not
-bind (the ones the steps scheduled, and the script's or another part's own imports of a name the
-new code reuses), found by applying once without them (unbound.introduced_unbound_names), then
+bind (the ones the steps scheduled, the script's or another part's own imports of a name the new
+code reuses, and `from engine import Block` for a class or function another module defines), found by applying once without them (unbound.introduced_unbound_names), then
 again with them; what the rewrite made unused goes as for one file (unused_imports).
 """
 
@@ -79,6 +79,10 @@ def _providers(plan: EditPlan, program: Program) -> dict[str, str]:
             if isinstance(top, cst.SimpleStatementLine):
                 for name, line in _bindings(top, program):
                     found.setdefault(name, line)
+    for part in program.modules:  # a class or function of a module, named by new code in another file
+        for top in part.module.body:
+            if isinstance(top, (cst.ClassDef, cst.FunctionDef)):
+                found.setdefault(top.name.value, f"from {part.dotted} import {top.name.value}")
     return found
 
 

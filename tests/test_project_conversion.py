@@ -106,7 +106,7 @@ def test_the_folder_run_lists_each_module_once(tmp_path: Path) -> None:
     folder = _copy("engine_loop", tmp_path)
     results = list(migrate_paths([str(folder)], "ddp"))
     names = [Path(r.path).name for r in results if isinstance(r, FileResult)]
-    assert sorted(names) == ["engine.py", "train.py", "utils.py"] and len(names) == len(set(names))
+    assert names == ["train.py", "utils.py"]  # engine.py found alone converts through train.py: listed once
     utils = next(r for r in results if isinstance(r, FileResult) and r.path.endswith("utils.py"))
     assert utils.changed and not utils.skipped  # the edit, not the module's own MIG119
 
@@ -142,3 +142,21 @@ def test_ddp_wraps_the_model_where_the_trainer_keeps_it() -> None:
                                "import torch.distributed as dist", "self.model = DDP(self.model)",
                                "if dist.get_rank() == 0:", 'print(f"epoch {epoch} loss {loss.item():.5f}")']
     assert "torch.save(trainer.model.module.state_dict(), args.save)" in _added(results["train.py"])
+
+
+def test_a_module_named_alone_is_converted_through_its_one_entry_point() -> None:
+    # engine.py alone has no entry point; train.py is the one script of its folder that imports it
+    results = _results(PROJECTS / "engine_loop" / "engine.py", "ddp")
+    assert list(results) == ["train.py", "utils.py"]
+    note = results["train.py"].findings[0]
+    assert note.code == "MIG134" and note.message == (
+        "converted through train.py (line 8: `from engine import train_one_epoch`), the one entry point of its folder "
+        "that imports engine.py: launch that script")
+    # recipes.py only calls the step; finetune.py is the one entry point that imports it
+    results = _results(PROJECTS / "two_entry_points" / "recipes.py", "ddp")
+    assert results["finetune.py"].findings[0].code == "MIG134" and results["recipes.py"].changed
+
+
+def test_a_module_two_entry_points_import_is_not_converted_alone() -> None:
+    [engine] = _results(PROJECTS / "two_entry_points" / "engine.py", "ddp").values()
+    assert engine.skipped and [f.code for f in engine.findings] == ["MIG119"]

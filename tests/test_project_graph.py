@@ -10,6 +10,7 @@ from pathlib import Path
 
 from migrate import migrate_source
 from migrate.api import migrate_paths
+from migrate.project_files import read_from_disk
 from migrate.records import FileResult
 from migrate.project import MAX_DEPTH, defining_module, importing_entry_points, is_entry_point, project_graph
 
@@ -104,6 +105,12 @@ def test_the_entry_points_that_import_a_module_directly_or_not() -> None:
     assert importing_entry_points("/q/engine.py", sorted(folder), _reader(folder), limit=2) == []
 
 
+def _alone(path: Path, target: str = "ddp") -> FileResult:
+    """The file converted by itself (migrate_source, reading its folder from disk): what the command
+    line converts through its one importer instead (MIG134, tests/test_project_conversion.py)."""
+    return migrate_source(path.read_text(), target, path=str(path), read_module=read_from_disk)
+
+
 def _one(path: Path, target: str = "ddp") -> FileResult:
     [result] = list(migrate_paths([str(path)], target))
     assert isinstance(result, FileResult) and result.new == result.old and len(result.findings) == 1
@@ -112,7 +119,7 @@ def _one(path: Path, target: str = "ddp") -> FileResult:
 
 def test_the_module_names_its_entry_point_and_the_entry_point_does_not_send_back() -> None:
     folder = PROJECTS / "engine_loop"
-    [mig119] = _one(folder / "engine.py").findings
+    [mig119] = _alone(folder / "engine.py").findings
     assert mig119.code == "MIG119" and mig119.line == 8
     assert mig119.message.endswith(f"Left unchanged: it is imported by train.py (line 8: `from engine import "
                                    f"train_one_epoch`): run `migrate to-ddp {folder / 'train.py'}`, the script its "
@@ -128,7 +135,7 @@ def test_a_module_imported_by_two_entry_points_lists_both_with_their_commands() 
     assert advice == (f"it is imported by 2 entry points of its folder: finetune.py (line 5: `from recipes import "
                       f"finetune_head`, through recipes.py): run `migrate to-fsdp {folder / 'finetune.py'}`; train.py "
                       f"(line 5: `import engine`): run `migrate to-fsdp {folder / 'train.py'}`")
-    [mig002] = _one(folder / "recipes.py", "fsdp").findings
+    [mig002] = _alone(folder / "recipes.py", "fsdp").findings
     assert mig002.code == "MIG002" and "it calls `fit(model, batches, optimizer, epochs)` (line 12)" in mig002.message
     assert mig002.message.endswith(f"left unchanged: it is imported by finetune.py (line 5: `from recipes import "
                                    f"finetune_head`): run `migrate to-fsdp {folder / 'finetune.py'}`")

@@ -104,6 +104,9 @@ def model_blocks(index: ScriptIndex, site: ModelSite, script_path: str, named: t
         if located is None and found.model_class is None:  # `modeling.__dict__[name](...)`: looked up by a value
             found.unreadable = (f"it is built by `{cst.Module([]).code_for_node(built.func)}(...)`, a class looked up "
                                 "while the script runs")
+        elif located is None and found.model_class in index.functions:  # `cuda(Net(), use_cuda)`: a helper's result
+            found.unreadable = (f"it is built by `{found.model_class}(...)`, a function (not a class) whose result "
+                                "this conversion does not follow")
         elif located is None:
             found.unreadable = f"the class `{found.model_class}` is not defined in this file or in a module of its folder"
         else:

@@ -828,6 +828,10 @@ def unwrappable(index: ScriptIndex, training: set[str], stepped: list[Stepped], 
         return [f"`{owner}` is called only through `{owner}.{use.node.attr.value}(...)` (line ", use.node, "), not through "
                 f"its forward(): {ONLY_FORWARD}; route the training "
                 "computation through forward(); the file is left unchanged"], use.node
+    if index.local_modules:  # a program: the script and the modules of its project (analysis.program)
+        return ["no module that the script or the modules of its project read with it build is called in the training "
+                "code (it may be built or run in a module that was not read with them); the files are left unchanged: "
+                "wrap the trained module by hand"], fallback
     return ["no module this file builds is called in the training code (it may be built or run in another module); "
             "the file is left unchanged: wrap the trained module by hand"], fallback
 
