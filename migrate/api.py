@@ -86,8 +86,8 @@ def migrate_source(code: str, target: str, options: Options | None = None, path:
     except cst.ParserSyntaxError as error:
         raise InputError(path, error.raw_line, error.raw_column + 1, f"syntax error: {error.message}") from None
     sites = analyze(module) if program is None else analyze(module, program.local_modules())
-    if not sites.backward_calls and program is None:
-        program = join(path, code, read_module)  # the training step may live in a module of the project
+    if program is None:  # the training step, or what it writes, may live in a module of the project
+        program = join(path, code, read_module, step_elsewhere=not sites.backward_calls)
         if program is not None:
             imported = sites.index.imports
             module, sites = program.module, analyze(program.module, program.local_modules())
@@ -478,6 +478,8 @@ def migrate_file(path: str, target: str, options: Options | None = None) -> File
             read_again = read(module.path)
         except InputError as error:
             return error
+        if read_again.text != module.old and read_again.text.replace("\r\n", "\n") == module.old:
+            module = dataclasses.replace(module, old=read_again.text, new=module.new.replace("\n", "\r\n"))  # CRLF kept
         if read_again.text != module.old:
             return InputError(module.path, 0, 0, f"the conversion of {path} edits this module of its project, but it "
                               "reads differently as a file (line endings, encoding) than as a module: nothing changed")

@@ -68,7 +68,7 @@ def _applied(plan: EditPlan, module: cst.Module, lines: list[str], import_stmts:
 
 def _providers(plan: EditPlan, program: Program) -> dict[str, str]:
     """For each name an import can bind: the import line that binds it, the steps' own first, then
-    the files' top-level imports (not relative ones, nor those of the program's own modules)."""
+    the files' top-level imports (not relative ones)."""
     found: dict[str, str] = {}
     scheduled = [*plan.stdlib_imports, *plan.module_imports]
     for stmt in scheduled:
@@ -88,21 +88,18 @@ def _providers(plan: EditPlan, program: Program) -> dict[str, str]:
 
 def _bindings(stmt: cst.SimpleStatementLine, program: Program) -> list[tuple[str, str]]:
     """(bound name, an import line that binds only it) for each name an import statement binds."""
-    local = program.local_modules()
     found: list[tuple[str, str]] = []
     for small in stmt.body:
         if isinstance(small, cst.Import):
             for alias in small.names:
                 dotted = _dotted(alias.name)
-                if dotted.split(".")[0] in local or dotted in local:
-                    continue
                 if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
                     found.append((alias.asname.name.value, f"import {dotted} as {alias.asname.name.value}"))
                 else:
                     found.append((dotted.split(".")[0], f"import {dotted}"))
         elif isinstance(small, cst.ImportFrom) and not small.relative and small.module is not None:
             module = _dotted(small.module)
-            if module in local or isinstance(small.names, cst.ImportStar):
+            if isinstance(small.names, cst.ImportStar):
                 continue
             for alias in small.names:
                 name = _dotted(alias.name)

@@ -32,6 +32,8 @@ from migrate.project_files import ReadModule
 SENTINEL = "pass\n"
 MAX_PARTS = 12  # modules joined to one script at most
 JOIN_DEPTH = 2  # imports followed from the script
+# what a module must mention to be joined to a script that trains by itself: a write, a save, a download
+WRITE_WORDS = ("backward", ".save(", "open(", "urlretrieve", "download", "makedirs", "mkdir", ".savefig(", "print(")
 
 
 @dataclass(frozen=True, eq=False)
@@ -92,9 +94,10 @@ class Program:
         return {id(stmt): part for part in self.modules for stmt in part.module.body}
 
 
-def join(script_path: str, script_text: str, read: ReadModule) -> Program | None:
+def join(script_path: str, script_text: str, read: ReadModule, step_elsewhere: bool = True) -> Program | None:
     """The program of the script and the library modules of its project it imports (at most
-    JOIN_DEPTH imports away), or None when no module can join."""
+    JOIN_DEPTH imports away), or None when no module can join. `step_elsewhere`: only when one of
+    them runs a backward (the script has none); else when one of them writes, saves or downloads."""
     if not runs_when_started(script_text):
         return None  # a library module alone: its conversion is refused (MIG119), never joined
     graph = project_graph(script_path, read, script_text, depth=JOIN_DEPTH)
@@ -105,8 +108,9 @@ def join(script_path: str, script_text: str, read: ReadModule) -> Program | None
         if text is None or not text.strip() or is_entry_point(text) or os.path.basename(path) == "__init__.py":
             continue
         candidates.append((path, dotted[path], text))
-    if not any("backward" in text for _path, _name, text in candidates):
-        return None  # no training step to find there
+    words = ("backward",) if step_elsewhere else WRITE_WORDS
+    if not any(word in text for _path, _name, text in candidates for word in words):
+        return None  # nothing there this conversion would find
     taken = _top_names(script_text)
     if taken is None:
         return None
