@@ -85,12 +85,12 @@ def migrate_source(code: str, target: str, options: Options | None = None, path:
         module = cst.parse_module(code) if program is None else program.module
     except cst.ParserSyntaxError as error:
         raise InputError(path, error.raw_line, error.raw_column + 1, f"syntax error: {error.message}") from None
-    sites = analyze(module) if program is None else analyze(module, program.local_modules())
+    sites = analyze(module) if program is None else analyze(module, program.local_modules(), len(program.script.module.body))
     if program is None:  # the training step, or what it writes, may live in a module of the project
         program = join(path, code, read_module, step_elsewhere=not sites.backward_calls)
         if program is not None:
             imported = sites.index.imports
-            module, sites = program.module, analyze(program.module, program.local_modules())
+            module, sites = program.module, analyze(program.module, program.local_modules(), len(program.script.module.body))
     if not sites.backward_calls:
         imports = sites.index.imports if program is None else imported
         return _skipped(path, code, "MIG002", _no_backward_message(imports, code, path, target, read_module))

@@ -15,7 +15,7 @@ import os
 import re
 from dataclasses import dataclass
 
-from migrate.analysis.program import Part, Program
+from migrate.analysis.program import LeftOut, Part, Program
 from migrate.findings import finding
 from migrate.program_edits import apply_to_parts
 from migrate.project import importing_entry_points
@@ -67,7 +67,8 @@ def program_result(run: ProgramRun, plan_texts: list[tuple[Part, str]], read_mod
         if part not in edited and by_part[part.path]:
             found = tuple(sorted(by_part[part.path], key=lambda f: (f.line, f.col, f.code)))
             modules.append(FileResult(path=part.path, old=part.original, new=part.original, findings=found))
-    findings = tuple(sorted(by_part[program.script.path], key=lambda f: (f.line, f.col, f.code)))
+    kept = [*by_part[program.script.path], *(_left_out(each, folder) for each in program.left_out)]
+    findings = tuple(sorted(kept, key=lambda f: (f.line, f.col, f.code)))
     return FileResult(path=path, old=code, new=script_new, findings=findings, artifacts=run.artifacts,
                       modules=tuple(modules))
 
@@ -88,6 +89,16 @@ def _failure(program: Program, texts: dict[str, str], folder: str) -> Finding | 
             return finding("MIG901", f"internal error: the rewrite{where} reads `{name}` (line {line}) before it is "
                                      "bound; files left untouched")
     return None
+
+
+def _left_out(left: LeftOut, folder: str) -> Finding:
+    """MIG135: a module of the project the program could not hold, and why."""
+    names = ", ".join(f"`{name}`" for name in left.names[:4]) + (", ..." if len(left.names) > 4 else "")
+    file = os.path.relpath(left.path, folder) if folder else left.path
+    return finding("MIG135", f"`{file}` (imported here) was not read with this script: it binds {names} at its top "
+                             "level, as the script or another module of the project does, so the conversion cannot "
+                             "tell them apart; what runs in it (a model, a loop, a write) is not converted: if this "
+                             "run uses it, convert it by hand or give its names their own spelling", left.line, 1)
 
 
 def _edited_note(part: Part, script: str, folder: str, listed: bool) -> Finding:
@@ -111,15 +122,17 @@ def _file(part: Part, folder: str) -> str:
     return os.path.relpath(part.path, folder) if folder else part.path
 
 
-_LINE = re.compile(r"\bline (\d+)\b")
+_LINES = re.compile(r"\b(lines?) (\d+)((?:(?:, | and | to |-)\d+)*)")
+_NUMBER = re.compile(r"\d+")
 
 
 def _lines_named(message: str, program: Program, part: Part, folder: str) -> str:
-    """`line N` of the program as the line of the file that holds it (that file named when it is not
-    the finding's own)."""
+    """`line N` (and `lines N, M`, `lines N-M`) of the program as the lines of the file that holds
+    them (that file named when it is not the finding's own)."""
     def named(match: re.Match[str]) -> str:
-        holder, line = program.place(int(match.group(1)))
-        return f"line {line}" if holder is part else f"line {line} of {_file(holder, folder)}"
+        holder, first = program.place(int(match.group(2)))
+        rest = _NUMBER.sub(lambda number: str(program.place(int(number.group(0)))[1]), match.group(3))
+        where = "" if holder is part else f" of {_file(holder, folder)}"
+        return f"{match.group(1)} {first}{rest}{where}"
 
-    return _LINE.sub(named, message)
-
+    return _LINES.sub(named, message)

@@ -160,3 +160,43 @@ def test_a_module_named_alone_is_converted_through_its_one_entry_point() -> None
 def test_a_module_two_entry_points_import_is_not_converted_alone() -> None:
     [engine] = _results(PROJECTS / "two_entry_points" / "engine.py", "ddp").values()
     assert engine.skipped and [f.code for f in engine.findings] == ["MIG119"]
+
+
+def test_line_numbers_in_messages_name_the_file_that_holds_them() -> None:
+    from migrate.analysis.program import _program
+    from migrate.project_conversion import _lines_named
+
+    program = _program("/p/train.py", "a = 1\nb = 2\nc = 3\n", [("/p/engine.py", "engine", "x = 1\ny = 2\n")])
+    assert program is not None
+    script, engine = program.parts
+    assert (engine.first_line, engine.last_line) == (5, 6)  # after the script's three lines and its sentinel
+    assert _lines_named("see line 2 and lines 5, 6", program, script, "/p") == "see line 2 and lines 1, 2 of engine.py"
+    assert _lines_named("lines 5-6 (line 3)", program, engine, "/p") == "lines 1-2 (line 3 of train.py)"
+
+
+def test_the_pull_request_description_launches_the_script_only() -> None:
+    described = subprocess.run([sys.executable, "-m", "migrate", "to-ddp", "train.py", "--report", "markdown"],
+                               cwd=PROJECTS / "step_in_engine", capture_output=True, text=True)
+    headings = [line for line in described.stderr.splitlines() if line.startswith("### ")]
+    assert headings == ["### `train.py` (converted)", "### `checkpoint.py` (converted)", "### `data.py` (converted)"]
+    assert described.stderr.count("\nLaunch") == 1  # the modules are launched through train.py
+
+
+def test_a_script_of_module_level_code_is_torn_down_at_its_own_end() -> None:
+    # the program's last statement is a module's: teardown still ends the script
+    results = _results(PROJECTS / "two_entry_points" / "train.py", "ddp")
+    assert results["train.py"].new.rstrip().endswith("dist.destroy_process_group()")
+    assert all("destroy_process_group" not in r.new for name, r in results.items() if name != "train.py")
+
+
+def test_a_module_whose_names_collide_is_named_not_silently_skipped(tmp_path: Path) -> None:
+    folder = _copy("step_in_engine", tmp_path)
+    # a second engine that defines `train_one_epoch` too: both cannot be read as one program
+    (folder / "fast_engine.py").write_text("def train_one_epoch(model, loader, optimizer):\n"
+                                           "    print('fast')\n    return 0.0\n")
+    train = folder / "train.py"
+    train.write_text(train.read_text().replace("import engine\n", "import engine\nimport fast_engine\n"))
+    [mig135] = [f for f in _results(train, "ddp")["train.py"].findings if f.code == "MIG135"]
+    assert (mig135.line, mig135.col) == (10, 1)  # `import fast_engine`
+    assert mig135.message.startswith("`fast_engine.py` (imported here) was not read with this script: it binds "
+                                     "`train_one_epoch` at its top level")

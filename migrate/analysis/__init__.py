@@ -20,9 +20,9 @@ from migrate.analysis.training import backward_calls, training_scopes
 NOT_A_DISTRIBUTED_LAYER = ("torch.utils.data.distributed", "torch.distributed")
 
 
-def analyze(module: cst.Module, local_modules: frozenset[str] = frozenset()) -> TrainingSites:
-    """Where the parts of training are; `local_modules`: the program's modules (analysis.program)."""
-    index = build_index(module, local_modules)
+def analyze(module: cst.Module, local_modules: frozenset[str] = frozenset(), script_end: int | None = None) -> TrainingSites:
+    """Where the parts of training are; `local_modules`, `script_end`: a program's (analysis.program)."""
+    index = build_index(module, local_modules, script_end)
     sites = TrainingSites(index=index)
     sites.backward_calls = backward_calls(index)
     if not sites.backward_calls:

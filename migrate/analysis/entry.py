@@ -61,7 +61,7 @@ def _entry_in(
     must_follow: list[cst.BaseStatement],
     found: bool = True,
 ) -> Entry:
-    body = list(block.body)
+    body = list(index.script_body if block is index.module else block.body)  # a program's modules: not the entry's
     parsed = _parse_args_statement(index, block)
     if parsed is not None:
         start = body.index(parsed) + 1
@@ -197,7 +197,7 @@ def _picks_device(index: ScriptIndex, stmt: cst.BaseStatement) -> bool:
 
 
 def _module_does_work(index: ScriptIndex) -> bool:
-    return any(isinstance(s, (cst.For, cst.While)) for s in index.module.body)
+    return any(isinstance(s, (cst.For, cst.While)) for s in index.script_body)
 
 
 def _first_work(index: ScriptIndex, body: list[cst.BaseStatement]) -> int:

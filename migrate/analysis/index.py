@@ -10,7 +10,7 @@ needs and costs a fraction of libcst's full qualified-name metadata.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
@@ -149,6 +149,7 @@ class ScriptIndex:
     # the dotted names of the project modules read with the script as one program (analysis.program):
     # what they define is the program's own (`engine.fit` and `from engine import fit` name `fit`)
     local_modules: frozenset[str] = frozenset()
+    script_end: int | None = None  # in a program, how many of the module's statements are the script's
     _holders: dict[cst.CSTNode, cst.BaseStatement] | None = None
     # derived lookups, built on first use: the finders ask the same questions for every call site,
     # so each answer is indexed once here instead of rescanning `calls` / `bindings` per question
@@ -168,6 +169,11 @@ class ScriptIndex:
             if dotted.startswith(module + ".") and "." not in dotted[len(module) + 1:]:
                 return dotted[len(module) + 1:]
         return dotted
+
+    @property
+    def script_body(self) -> Sequence[cst.BaseStatement]:
+        """The script's own top-level statements (in a program, not its modules')."""
+        return self.module.body if self.script_end is None else self.module.body[:self.script_end]
 
     def calls_named(self, *names: str) -> list[CallSite]:
         return [c for c in self.calls if c.name in names]
@@ -529,10 +535,11 @@ def _grouped(items: list[T], key: Callable[[T], object]) -> dict[object, list[T]
     return groups
 
 
-def build_index(module: cst.Module, local_modules: frozenset[str] = frozenset()) -> ScriptIndex:
+def build_index(module: cst.Module, local_modules: frozenset[str] = frozenset(),
+                script_end: int | None = None) -> ScriptIndex:
     """The index of a script; with `local_modules`, of a program (analysis.program) whose parts
-    import each other under those dotted names."""
-    index = ScriptIndex(module=module, local_modules=local_modules)
+    import each other under those dotted names, the script's statements the first `script_end`."""
+    index = ScriptIndex(module=module, local_modules=local_modules, script_end=script_end)
     walk(_Indexer(index), module)
     return index
 

@@ -20,6 +20,7 @@ Read-only; reads no file itself (the caller's `ReadModule`).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass
 from functools import cached_property
@@ -58,6 +59,17 @@ class Part:
         return self.first_line + self.text.count("\n") - 1
 
 
+@dataclass(frozen=True)
+class LeftOut:
+    """A library module of the project that the script imports but the program could not hold: it
+    binds a top-level name the script or a module joined before it binds too (`Generator` in two
+    model files). What runs there is not converted."""
+
+    path: str
+    names: tuple[str, ...]
+    line: int  # the script's line that imports it (directly or through a module)
+
+
 @dataclass(frozen=True, eq=False)
 class Program:
     """The script (parts[0]) and the library modules joined to it."""
@@ -65,6 +77,7 @@ class Program:
     module: cst.Module
     code: str
     parts: tuple[Part, ...]
+    left_out: tuple[LeftOut, ...] = ()
 
     @property
     def script(self) -> Part:
@@ -115,13 +128,21 @@ def join(script_path: str, script_text: str, read: ReadModule, step_elsewhere: b
     if taken is None:
         return None
     joined: list[tuple[str, str, str]] = []
+    left_out: list[LeftOut] = []
     for path, name, text in candidates:
         names = _top_names(text)
-        if names is None or names & taken:
+        if names is None:
+            continue
+        if names & taken:
+            if not any(word in text for word in WRITE_WORDS):
+                continue  # nothing there a conversion would change: no word about it
+            chain = graph.chain_to(path)
+            left_out.append(LeftOut(path, tuple(sorted(names & taken)), chain[0].line if chain else 1))
             continue
         taken |= names
         joined.append((path, name, text))
-    return _program(script_path, script_text, joined) if joined else None
+    program = _program(script_path, script_text, joined) if joined else None
+    return dataclasses.replace(program, left_out=tuple(left_out)) if program is not None and left_out else program
 
 
 def _program(script_path: str, script_text: str, modules: list[tuple[str, str, str]]) -> Program | None:

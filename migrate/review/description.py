@@ -73,7 +73,7 @@ def _file_section(result: FileResult, run: Run, verified: Mapping[str, object] |
         lines += [f"- line {_new_line(f.line, found)}: {_finding(f)}" if f.line else f"- {_finding(f)}" for f in left]
     if result.artifacts and not result.error:
         lines += ["", "Files created:", *(f"- {_created(a)}" for a in result.artifacts)]
-    if (found or result.artifacts) and not result.error:
+    if (found or result.artifacts) and not result.error and not _edited_with_a_script(result):
         lines += ["", *_launch_lines(result, run)]
     if verified is not None and _verified_here(result, verified):
         lines += ["", *_verify_lines(verified)]
@@ -132,6 +132,11 @@ def _created(artifact: Artifact) -> str:
     else:
         what = _comment_line(text) or "a file the converted script needs"
     return f"`{name}`: {what}"
+
+
+def _edited_with_a_script(result: FileResult) -> bool:
+    """A module of a script's project edited with it (MIG132): launched through that script, not itself."""
+    return any(f.code == "MIG132" for f in result.findings)
 
 
 def _comment_line(text: str) -> str:
