@@ -162,6 +162,17 @@ def test_a_module_two_entry_points_import_is_not_converted_alone() -> None:
     assert engine.skipped and [f.code for f in engine.findings] == ["MIG119"]
 
 
+def test_a_module_keeps_its_header_comments_above_new_imports() -> None:
+    from migrate.analysis.program import _program
+
+    engine = "# -*- coding: utf-8 -*-\n# licence line\nimport torch\n\n\ndef fit():\n    pass\n"
+    program = _program("/p/train.py", "import engine\nengine.fit()\n", [("/p/engine.py", "engine", engine)])
+    assert program is not None
+    part = program.parts[1]
+    assert part.module.code == engine and len(part.module.header) == 2
+    assert program.place(part.first_line + 3) == (part, 3)  # `import torch`, below the header's sentinel
+
+
 def test_line_numbers_in_messages_name_the_file_that_holds_them() -> None:
     from migrate.analysis.program import _program
     from migrate.project_conversion import _lines_named
@@ -169,9 +180,10 @@ def test_line_numbers_in_messages_name_the_file_that_holds_them() -> None:
     program = _program("/p/train.py", "a = 1\nb = 2\nc = 3\n", [("/p/engine.py", "engine", "x = 1\ny = 2\n")])
     assert program is not None
     script, engine = program.parts
-    assert (engine.first_line, engine.last_line) == (5, 6)  # after the script's three lines and its sentinel
-    assert _lines_named("see line 2 and lines 5, 6", program, script, "/p") == "see line 2 and lines 1, 2 of engine.py"
-    assert _lines_named("lines 5-6 (line 3)", program, engine, "/p") == "lines 1-2 (line 3 of train.py)"
+    # the script's three lines and its sentinel, then engine.py's header sentinel, its two lines
+    assert (engine.first_line, engine.last_line) == (5, 7)
+    assert _lines_named("see line 2 and lines 6, 7", program, script, "/p") == "see line 2 and lines 1, 2 of engine.py"
+    assert _lines_named("lines 6-7 (line 3)", program, engine, "/p") == "lines 1-2 (line 3 of train.py)"
 
 
 def test_the_pull_request_description_launches_the_script_only() -> None:

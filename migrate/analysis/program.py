@@ -3,7 +3,8 @@ together so that the analysis finds the training step, the loaders and the write
 are, and split again so that each file gets its own edits.
 
 The text of the program is the script's text, then each module's, each followed by a `pass` line
-of its own (the sentinel that keeps a file's trailing comments with that file). Parsed once, the
+of its own (the sentinel that keeps a file's trailing comments with that file; a module's leading
+comments get one too, so they stay its header). Parsed once, the
 statements of each part are the very nodes of that part's own module (`Part.module`), so the edits
 the steps key by node apply to the file that holds the node; a part's text is the program's text
 from its first line, so a position in the program is a position in one file (`Program.place`).
@@ -49,6 +50,8 @@ class Part:
     text: str  # as parsed: the file's text, ending with a newline
     first_line: int
     original: str  # the file's text as read (it may not end with a newline)
+    header_lines: int = 0  # its leading comment lines, which a sentinel line follows in the program
+    shift: int = 0  # 1 for a module: the program holds one line (that sentinel) the file does not
 
     def as_written(self, new: str) -> str:
         """The file's new text, without the newline parsing added at its end."""
@@ -56,7 +59,12 @@ class Part:
 
     @property
     def last_line(self) -> int:
-        return self.first_line + self.text.count("\n") - 1
+        return self.first_line + self.text.count("\n") - 1 + self.shift
+
+    def file_line(self, line: int) -> int:
+        """A program line of this part as the line of its file."""
+        offset = 0 if line < self.first_line + self.header_lines else self.shift
+        return line - self.first_line + 1 - offset
 
 
 @dataclass(frozen=True)
@@ -95,7 +103,7 @@ class Program:
         """The part a program line belongs to, and the line within that file."""
         for part in self.parts:
             if part.first_line <= line <= part.last_line:
-                return part, line - part.first_line + 1
+                return part, part.file_line(line)
         return self.script, line
 
     def part_of(self, stmt: cst.CSTNode) -> Part:
@@ -146,32 +154,52 @@ def join(script_path: str, script_text: str, read: ReadModule, step_elsewhere: b
 
 
 def _program(script_path: str, script_text: str, modules: list[tuple[str, str, str]]) -> Program | None:
-    """Parse the parts as one text and split the statements back into modules of their own."""
+    """Parse the parts as one text and split the statements back into modules of their own. A
+    module's header (its leading comments: a coding cookie, a licence) is followed by a sentinel of
+    its own, so that the comments stay the module's header and new imports go below them."""
     stem = os.path.splitext(os.path.basename(script_path))[0]
     originals = [(script_path, stem, script_text), *modules]
     texts = [(path, name, text if text.endswith("\n") else text + "\n") for path, name, text in originals]
-    code = "".join(text + SENTINEL for _path, _name, text in texts)
+    try:
+        own = [cst.parse_module(text) for _path, _name, text in texts]
+    except (cst.ParserSyntaxError, RecursionError):
+        return None
+    chunks: list[str] = []
+    for number, ((_path, _name, text), alone) in enumerate(zip(texts, own)):
+        header = "".join(text.splitlines(keepends=True)[:len(alone.header)]) if number else ""
+        chunks.append(header + SENTINEL + text[len(header):] if number else text)
+        chunks.append(SENTINEL)
+    code = "".join(chunks)
     try:
         merged = cst.parse_module(code)
-        own = [cst.parse_module(text) for _path, _name, text in texts]
     except (cst.ParserSyntaxError, RecursionError):
         return None
     parts: list[Part] = []
     position, line = 0, 1
-    for (path, name, text), (_path, _name, original), alone in zip(texts, originals, own):
+    for number, ((path, name, text), (_path, _name, original), alone) in enumerate(zip(texts, originals, own)):
+        shift = 1 if number else 0  # a module's header sentinel
+        if shift and not _is_sentinel(merged.body[position] if position < len(merged.body) else None):
+            return None
+        position += shift
         count = len(alone.body)
         body = merged.body[position:position + count]
         sentinel = merged.body[position + count] if position + count < len(merged.body) else None
-        if not isinstance(sentinel, cst.SimpleStatementLine) or not isinstance(sentinel.body[0], cst.Pass):
+        if not _is_sentinel(sentinel):
             return None
+        assert isinstance(sentinel, cst.SimpleStatementLine)
         module = alone.with_changes(body=body, footer=sentinel.leading_lines,
-                                    header=merged.header if not parts else ())
+                                    header=alone.header if number else merged.header)
         if module.code != text:
             return None
-        parts.append(Part(path, name, module, text, line, original))
+        header_lines = len(alone.header) if number else 0
+        parts.append(Part(path, name, module, text, line, original, header_lines, shift))
         position += count + 1
-        line += text.count("\n") + 1
+        line += text.count("\n") + shift + 1
     return Program(merged, code, tuple(parts))
+
+
+def _is_sentinel(stmt: cst.BaseStatement | None) -> bool:
+    return isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Pass)
 
 
 def _top_names(text: str) -> set[str] | None:
