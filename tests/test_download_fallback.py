@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from migrate import migrate_source
+from tests import progress
 
 HEAD = """\
 import os
@@ -185,7 +186,7 @@ def test_the_converted_case_downloads_once_per_node_and_trains_on_two_ranks(tmp_
     env = {**os.environ, "TABLE_URL": (tmp_path / "missing.zip").as_uri(), "TABLE_MIRROR": (tmp_path / "mirror.zip").as_uri(),
            "OMP_NUM_THREADS": "1"}
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "train.py"]
-    done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
+    done = progress.run_ranks(command, cwd=tmp_path, env=env)
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.count("trying the mirror") == 1  # local rank 0 alone downloaded
     assert (tmp_path / "train.csv").read_text() == rows.split("\n", 1)[1]

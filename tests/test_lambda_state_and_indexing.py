@@ -14,6 +14,7 @@ import pytest
 
 from migrate.api import migrate_source
 from migrate.records import FileResult, Options
+from tests import progress
 
 CASES = Path(__file__).parent / "cases"
 
@@ -159,8 +160,7 @@ def test_fsdp_lambda_saves_each_epochs_weights_on_two_ranks(tmp_path: Path) -> N
     shutil.copy(CASES / "state_dict_lambda" / "fsdp.py", tmp_path / "train.py")
     torchrun = Path(sys.executable).parent / "torchrun"
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1"}
-    done = subprocess.run([str(torchrun), "--standalone", "--nproc_per_node=2", "train.py"], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=300)
+    done = progress.run_ranks([str(torchrun), "--standalone", "--nproc_per_node=2", "train.py"], cwd=tmp_path, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     epochs = [torch.load(tmp_path / f"classifier_epoch{n}.pt") for n in range(3)]
     final = torch.load(tmp_path / "classifier_final.pt")

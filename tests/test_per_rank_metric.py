@@ -15,6 +15,7 @@ import pytest
 
 from migrate.api import migrate_source
 from migrate.records import FileResult, Options
+from tests import progress
 
 SCRIPT = textwrap.dedent("""\
     import numpy as np
@@ -182,7 +183,8 @@ def test_two_ddp_ranks_lower_the_lr_on_the_same_epoch(tmp_path: Path) -> None:
     script.write_text(converted + "\nimport os, sys\nwith open(sys.argv[1] + '.' + os.environ['RANK'], 'w') as log:\n"
                       "    log.write(repr(LRS))\n")
     env = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
-    subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-                    str(script), str(tmp_path / "lrs")], check=True, env=env, timeout=240, cwd=tmp_path)
+    done = progress.run_ranks([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                               str(script), str(tmp_path / "lrs")], env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
     first, second = ((tmp_path / f"lrs.{rank}").read_text() for rank in (0, 1))
     assert first == second and len(set(eval(first))) > 1  # the LR dropped, on the same epoch on both ranks

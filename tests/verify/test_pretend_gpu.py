@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests import progress
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = Path(__file__).resolve().parent / "pretend"
@@ -131,14 +132,7 @@ def _torchrun(script: str, *args: str) -> subprocess.CompletedProcess[str]:
     env.pop("MIGRATE_PRETEND_GPUS", None)
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
                "-m", "migrate.verify.pretend_gpu", f"tests/verify/pretend/{script}", *args]
-    with subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                          start_new_session=True) as process:
-        try:
-            stdout, stderr = process.communicate(timeout=240)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)  # the ranks too, not only torchrun
-            stdout, stderr = process.communicate()
-    return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
+    return progress.run_ranks(command, cwd=ROOT, env=env)  # a hang fails it, slowness does not
 
 
 @pytest.mark.slow
