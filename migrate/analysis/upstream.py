@@ -6,6 +6,8 @@ passes its own `model` (`Trainer(model, ...)` in `main`), which `main` unpacked 
 `train_set, model, optimizer = load_train_objs()`, whose `return` hands out the `model` it built.
 Each link names the statement that hands the model on (the call, or the `return`): what the
 upstream scope does before that statement happens before the model reaches the wrap site.
+A model read from the `**kwargs` of `__init__` (`self.model = kwargs["model"].to(device)`) is
+followed to the keyword the caller passes (`Trainer(model=model, ...)`).
 """
 
 from __future__ import annotations
@@ -39,15 +41,15 @@ class Upstream:
 def upstream(index: ScriptIndex, site: ModelSite) -> list[Upstream]:
     """The links above the wrap site, nearest first (empty: the site's scope builds the model)."""
     chain: list[Upstream] = []
-    spelling, scope = _plain(index, site.spelling, site.scope)
+    spelling, scope, keyword = _plain(index, site.spelling, site.scope)
     for _ in range(DEPTH):
-        link = _caller_link(index, spelling, scope) or _returned_link(index, spelling, scope)
+        link = _caller_link(index, spelling, scope, keyword) or (None if keyword else _returned_link(index, spelling, scope))
         if link is None:
             break
         chain.append(link)
         if link.built is not None:
             break
-        spelling, scope = _plain(index, link.spelling, link.scope)
+        spelling, scope, keyword = _plain(index, link.spelling, link.scope)
     return chain
 
 
@@ -129,28 +131,53 @@ def unmoved(value: cst.BaseExpression | None) -> cst.BaseExpression | None:
     return value
 
 
-def _plain(index: ScriptIndex, spelling: str, scope: Scope) -> tuple[str, Scope]:
-    """`self.model`, bound in `__init__` to `model.to(gpu_id)`: the parameter `model` of `__init__`."""
+def _plain(index: ScriptIndex, spelling: str, scope: Scope) -> tuple[str, Scope, bool]:
+    """`self.model`, bound in `__init__` to `model.to(gpu_id)`: the parameter `model` of `__init__`;
+    bound to `kwargs["model"].to(gpu_id)`: the keyword `model` of its `**kwargs` (True: only a
+    keyword argument passes it)."""
     if not spelling.startswith("self."):
-        return spelling, scope
+        return spelling, scope, False
     binding = construction(index, spelling, scope)
     value = unmoved(binding.value) if binding is not None else None
+    if binding is not None and value is not None:
+        key = kwargs_key(binding.place.scope, value)
+        if key is not None:
+            return key, binding.place.scope, True
     name = spell(value) if value is not None else None
     if binding is None or name is None or "." in name:
-        return spelling, scope
-    return name, binding.place.scope
+        return spelling, scope, False
+    return name, binding.place.scope, False
 
 
-def _caller_link(index: ScriptIndex, spelling: str, scope: Scope) -> Upstream | None:
+def kwargs_key(scope: Scope, value: cst.BaseExpression) -> str | None:
+    """`kwargs["model"]` or `kwargs.get("model")`, read from the `**kwargs` of the function `scope`: "model"."""
+    if not isinstance(scope.node, cst.FunctionDef):
+        return None
+    star = scope.node.params.star_kwarg
+    key: cst.BaseExpression | None = None
+    if isinstance(value, cst.Subscript) and len(value.slice) == 1 and isinstance(value.slice[0].slice, cst.Index):
+        owner, key = value.value, value.slice[0].slice.value
+    elif (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "get"
+          and value.args and value.args[0].keyword is None):
+        owner, key = value.func.value, value.args[0].value
+    else:
+        return None
+    if star is None or not isinstance(owner, cst.Name) or owner.value != star.name.value:
+        return None
+    text = key.evaluated_value if isinstance(key, cst.SimpleString) else None
+    return text if isinstance(text, str) and text.isidentifier() else None
+
+
+def _caller_link(index: ScriptIndex, spelling: str, scope: Scope, keyword: bool = False) -> Upstream | None:
     """A parameter: the name the (one) caller passes, and the call that passes it (a class's
-    construction for its `__init__`)."""
-    if spelling not in scope.params or not isinstance(scope.node, cst.FunctionDef):
+    construction for its `__init__`); a key of `**kwargs` (`keyword`): the caller's keyword argument."""
+    if (spelling not in scope.params and not keyword) or not isinstance(scope.node, cst.FunctionDef):
         return None
     callers = calls_of(index, scope)
     if len(callers) != 1:
         return None
     call = callers[0]
-    position = scope.params.index(spelling) - (1 if scope.class_name else 0)
+    position = -1 if keyword else scope.params.index(spelling) - (1 if scope.class_name else 0)
     passed = argument(call.node, spelling, position)
     value = unmoved(passed.value) if passed is not None else None
     if isinstance(value, cst.Call):

@@ -6,7 +6,10 @@ moving the optimizer (and the schedulers and loads that read it) would be severa
 weights that then follows the shard becomes `set_model_state_dict` (migrate.steps.fsdp_state_dicts).
 A `self.model` bound from a local (`self.model, self.optimizer = model, optimizer`) is followed back
 to it: an optimizer built over the local is sharded above, under the local's name; a local bound
-again between that optimizer and `self.model = model` is refused (MIG303, file unchanged).
+again between that optimizer and `self.model = model` is refused (MIG303, file unchanged). A model
+and its optimizer both handed in (`Trainer(model=model, optimizer=optimizer)`, read as parameters
+or from `**kwargs`) are followed to the caller, and the shard goes above the optimizer there; where
+that caller cannot be found (two of them, `Trainer(**parts)`), the file is refused (MIG303).
 
 Each repeated block (migrate.analysis.blocks) is sharded on its own, then the model, so that a
 forward gathers one block's weights at a time. FSDP2 keeps the user's class (`fully_shard`
@@ -39,7 +42,7 @@ from migrate.analysis.state_dicts import moved_names
 from migrate.analysis.index import AttributeUse, Scope, ScriptIndex, free_name, spell
 from migrate.analysis.syntax import argument
 from migrate.analysis.trained import calls_of, optimizer_owners
-from migrate.analysis.upstream import upstream
+from migrate.analysis.upstream import kwargs_key, unmoved, upstream
 from migrate.steps.base import WRAPPER_SAFE, Context, statements
 from migrate.steps.wrap_model import remove_data_parallel, report_unwrapped_model, without_module
 
@@ -68,6 +71,8 @@ def shard(ctx: Context, site: ModelSite) -> None:
     """The fully_shard calls for one model: where DDP would wrap it, or above its optimizer."""
     _below_its_casts(ctx, site, model_blocks(ctx.index, site, ctx.path, ctx.options.shard, ctx.read_module))
     moved, model = _above_its_optimizer(ctx, site)
+    if moved is None and not ctx.refused:
+        _refuse_handed_optimizer(ctx, site)
     if ctx.refused:
         return
     if moved is not None and _binds_on_the_same_line(ctx, moved, {site.spelling, model}):
@@ -140,6 +145,60 @@ def _above_its_optimizer(ctx: Context, site: ModelSite) -> tuple[cst.BaseStateme
     return None, site.spelling
 
 
+def _refuse_handed_optimizer(ctx: Context, site: ModelSite) -> None:
+    """MIG303 (file unchanged) when the model and the optimizer stepped beside it are both handed
+    in to the scope that would shard it (`Trainer(model=model, optimizer=optimizer)` called from two
+    places, or through `**parts`), and the caller's statement that builds that optimizer cannot be
+    found: a shard where DDP would wrap comes after that optimizer was built over the unsharded
+    parameters, which `fully_shard` replaces, and the model silently never learns."""
+    index = ctx.index
+    scope = site.scope
+    if not _handed_in(index, site.spelling, scope):
+        return
+    if any(where is scope or (scope.class_name is not None and where.class_name == scope.class_name)
+           for _stmt, where, held in _optimizers_built(ctx) if site.spelling in held):
+        return  # the model's optimizer is built here, over the model as it is at the wrap
+    for call in index.calls:
+        func = call.node.func
+        if not isinstance(func, cst.Attribute) or func.attr.value != "step":
+            continue
+        stepped = spell(call.node.args[0].value) if call.node.args else spell(func.value)
+        if stepped is None or "sched" in stepped.lower() or not _stepped_here(call.place.scope, scope, stepped):
+            continue
+        if _handed_in(index, stepped, scope):
+            shown = scope.name.replace(".__init__", "")
+            ctx.report("MIG303", f"`{stepped}` and `{site.spelling}` are both handed in to `{shown}`, and this conversion "
+                       f"cannot follow them back to the statement that builds the optimizer over the model (it follows "
+                       "one caller that passes each by name): FSDP2 must shard the model before its optimizer is built, and sharding it "
+                       f"here would leave `{stepped}` holding the replaced, unsharded parameters (the model never learns); "
+                       "call `fully_shard(model)` in the caller right before it builds the optimizer; the file is left "
+                       "unchanged", site.wrap_before or site.wrap_after)
+            ctx.refused = True
+            return
+
+
+def _stepped_here(stepped_in: Scope, scope: Scope, spelling: str) -> bool:
+    """Whether a `.step()` in `stepped_in` steps what `spelling` names in `scope`: a `self.x` of the
+    same class, or a name of the same function."""
+    if spelling.startswith("self."):
+        return scope.class_name is not None and stepped_in.class_name == scope.class_name
+    return stepped_in is scope
+
+
+def _handed_in(index: ScriptIndex, spelling: str, scope: Scope) -> bool:
+    """`spelling` comes from outside `scope`: a parameter of it, or a `self.x` that `scope` binds
+    from a parameter or a `**kwargs` key (`self.model = kwargs["model"].to(device)`)."""
+    if not spelling.startswith("self."):
+        return spelling in scope.params
+    for binding in index.bindings:
+        if binding.target != spelling or binding.place.scope is not scope:
+            continue
+        value = unmoved(binding.value)
+        if value is not None and (kwargs_key(scope, value) is not None or spell(value) in scope.params):
+            return True
+    return False
+
+
 def _attribute_sources(ctx: Context, site: ModelSite, anchor: cst.BaseStatement) -> dict[str, cst.BaseStatement]:
     """For a `self.model` site: each local it is bound from before the wrap, in its own block
     (`self.model = model`, `self.model, self.optimizer = model, optimizer`, `self.model =
@@ -200,12 +259,12 @@ def _named_at(index: ScriptIndex, stmt: cst.BaseStatement, spelling: str, source
     return spelling
 
 
-def _optimizers_built(ctx: Context) -> list[tuple[cst.BaseStatement, object, set[str]]]:
+def _optimizers_built(ctx: Context) -> list[tuple[cst.BaseStatement, Scope, set[str]]]:
     """(statement, scope, the modules it holds by name) for each optimizer construction, and for
     each call of a function of this file that builds one over a module it is handed
     (`optimizer = make_optimizer(model)`: the call's statement, holding `model`)."""
     index = ctx.index
-    found: list[tuple[cst.BaseStatement, object, set[str]]] = []
+    found: list[tuple[cst.BaseStatement, Scope, set[str]]] = []
     built = [call for call in ctx.sites.optimizers]
     built += [site for stepped in ctx.sites.stepped if isinstance(stepped.built, cst.Call)  # `model.configure_optimizers(...)`
               and (site := index.call_site(stepped.built)) is not None and site not in built]

@@ -6,6 +6,10 @@ After `fully_shard` each rank holds a shard of every weight (a DTensor), so:
   it (and above a `with open(...)` holding it): every rank takes part in the gather and rank 0
   receives the full weights on the CPU, with the original keys, so rank 0's `torch.save` writes a
   file the original script loads with `strict=True`. The other ranks receive `{}`.
+  A read that is loaded into a module that is not sharded, on every rank
+  (`target_net.load_state_dict(online_net.state_dict())`, or through a name bound to it), is
+  gathered with `full_state_dict=True` alone: every rank receives the whole dict (on the model's
+  device), where the other ranks' `{}` would fail the load ("Missing key(s)").
 - `optimizer.state_dict()` likewise becomes `get_optimizer_state_dict(model, optimizer, ...)`.
 - `model.load_state_dict(sd)` after the shard becomes `set_model_state_dict(model, sd, ...)` and
   `optimizer.load_state_dict(sd)` `set_optimizer_state_dict(model, optimizer, sd, ...)`, with
@@ -32,7 +36,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from migrate.analysis.index import AttributeUse, Scope, free_name, spell
+from migrate.analysis.index import AttributeUse, Scope, descendants, free_name, spell
 from migrate.analysis.models import aliases, is_after
 from migrate.analysis.sites import ModelSite
 from migrate.analysis.state_dicts import StateDictRead, earlier_names, model_state_dicts, moved_names
@@ -45,6 +49,7 @@ from migrate.steps.wrap_model import StateLambda, lambda_shown, load_former_data
 
 CHECKPOINT = "torch.distributed.checkpoint.state_dict"
 GATHER = "full_state_dict=True, cpu_offload=True"
+GATHER_EVERYWHERE = "full_state_dict=True"  # every rank receives the whole dict, to load it
 SCATTER = "full_state_dict=True, broadcast_from_rank0=True"
 MAX_HAND_DEPTH = 4  # calls followed down from the optimizer's own scope
 
@@ -69,7 +74,8 @@ def _options(ctx: Context, settings: str) -> str:
 def _gather_model(ctx: Context, site: ModelSite) -> None:
     for read in model_state_dicts(ctx.index, site):
         get = ctx.imported(CHECKPOINT, "get_model_state_dict")
-        gathered = f"{get}({read.owner}, options={_options(ctx, GATHER)})"
+        everywhere = _loaded_everywhere(ctx, read)
+        gathered = f"{get}({read.owner}, options={_options(ctx, GATHER_EVERYWHERE if everywhere else GATHER)})"
         held = state_lambda(ctx, read.stmt, read.call)
         if held is not None:
             _gather_in_lambda(ctx, site, read, held, gathered)
@@ -79,7 +85,9 @@ def _gather_model(ctx: Context, site: ModelSite) -> None:
             ctx.plan.replace_with(read.call, expression(gathered))  # `ckp = model.state_dict()`: gathered right there
             continue
         variable = f"{read.owner.split('.')[-1]}_state"
-        gather = statement(f"{variable} = {gathered}  # every rank gathers; rank 0 gets the full weights\n")
+        said = "every rank gathers the full weights, to load them" if everywhere else \
+            "every rank gathers; rank 0 gets the full weights"
+        gather = statement(f"{variable} = {gathered}  # {said}\n")
         anchor = _insert_gather(ctx, read.stmt, gather, site)
         if _data_parallel_keys(ctx, site, read.call):
             ctx.plan.insert_before(anchor, [statement(f'{variable} = {{f"module.{{key}}": value for key, value in {variable}.items()}}'
@@ -115,6 +123,38 @@ def _gather_in_lambda(ctx: Context, site: ModelSite, read: StateDictRead, held: 
         gather = statement(f"{variable} = {ctx.code(call.node)}  # every rank gathers; rank 0 gets the full weights\n")
         _insert_gather(ctx, stmt, gather, site)
         ctx.plan.replace_with(call.node, cst.Name(variable))
+
+
+def _loaded_everywhere(ctx: Context, read: StateDictRead) -> bool:
+    """Whether the weights read are loaded, on every rank, into a module that is not sharded: the
+    read is (inside) the argument of a `load_state_dict` call on another module
+    (`target.load_state_dict(net.state_dict())`, `...(copy.deepcopy(net.state_dict()))`), or bound
+    alone to a name that such a call in the same function loads (`weights = net.state_dict()`,
+    then `target.load_state_dict(weights)`)."""
+    index = ctx.index
+    scope = index.scope_of.get(read.stmt)
+    loads = [use for use in index.attributes if use.called and use.node.attr.value == "load_state_dict"
+             and use.place.scope is scope and not _sharded_name(ctx, use)]
+    bound: str | None = None
+    if _assigned_alone(read.stmt, read.call):
+        assert isinstance(read.stmt, cst.SimpleStatementLine) and isinstance(read.stmt.body[0], cst.Assign)
+        targets = read.stmt.body[0].targets
+        bound = spell(targets[0].target) if len(targets) == 1 else None
+    for use in loads:
+        call = _call(ctx, use)
+        if call is None or not call.args:
+            continue
+        state = _state_argument(call).value
+        if any(node is read.call for node in descendants(state)):
+            return True
+        if bound is not None and spell(state) == bound and ctx.position(use.node) > ctx.position(read.call):
+            return True
+    return False
+
+
+def _sharded_name(ctx: Context, use: AttributeUse) -> bool:
+    """Whether the owner of `use` names a sharded model there (its load becomes set_model_state_dict)."""
+    return any((use.owner, use.place.scope.name) in _model_names(ctx, site) for site in ctx.sites.models)
 
 
 def _assigned_alone(stmt: cst.BaseStatement, call: cst.Call) -> bool:
