@@ -133,6 +133,7 @@ class Record:
     verify_command: list[str] = field(default_factory=list)
     verify_report: dict | None = None
     ran_to_end: bool | None = None  # verify's `ran_to_end`: every converted rank ran the script to completion
+    modules: list[str] = field(default_factory=list)  # the modules of its project the conversion edits too
 
 
 # ---------------------------------------------------------------------------------------------
@@ -174,7 +175,7 @@ def convert(row: Row, target: str, corpus: Path) -> tuple[Record, bool]:
     path = corpus / "scripts" / row.file
     start = time.perf_counter()
     try:
-        result = migrate_source(read_text(path), target, Options(), path=str(path), read_module=read_from_disk)
+        result = migrate_source(read_text(path), target, Options(), path=str(path), read_module=project_reader(row, corpus))
     except InputError as error:
         record.outcome, record.detail, record.message = BAD_INPUT, "input error", str(error)
         return record, False
@@ -187,7 +188,8 @@ def convert(row: Row, target: str, corpus: Path) -> tuple[Record, bool]:
         return record, False
     finally:
         record.convert_seconds = round(time.perf_counter() - start, 3)
-    record.codes = [f.code for f in result.findings]
+    record.codes = [f.code for f in result.findings] + [f.code for m in result.modules for f in m.findings]
+    record.modules = [os.path.relpath(m.path, path.parent) for m in result.modules if m.new != m.old]
     if result.error:
         record.outcome, record.detail = INTERNAL, deciding_code(result.findings) or "error result"
         record.message = "; ".join(f.message for f in result.findings)
@@ -203,6 +205,20 @@ def convert(row: Row, target: str, corpus: Path) -> tuple[Record, bool]:
         record.message = f"line {error.lineno}: {error.msg}"
         return record, False
     return record, True
+
+
+def project_reader(row: Row, corpus: Path):  # type: ignore[no-untyped-def]
+    """The script's own project as the conversion would see it beside the script: the modules of
+    .corpus/siblings/<id>/ read as if they were in .corpus/scripts/ (issue 27)."""
+    scripts, siblings = corpus / "scripts", corpus / "siblings" / row.id
+
+    def read(path: str) -> str | None:
+        relative = os.path.relpath(path, scripts)
+        if relative.startswith(".."):
+            return None
+        return read_from_disk(str(siblings / relative))
+
+    return read
 
 
 def deciding_code(findings: Iterable) -> str:  # type: ignore[type-arg]
@@ -335,6 +351,8 @@ def verify(record: Record, row: Row, spec: RunSpec, corpus: Path, to_end: bool =
     limit = 2 * (max_time + 60) + 120  # the whole verify command: two launches and slack
     with tempfile.TemporaryDirectory(prefix=f"corpus-{row.id}-{record.target}-") as folder:
         script = Path(folder) / row.file
+        if siblings.is_dir():  # the project beside the script, as it is laid out in its repository
+            shutil.copytree(siblings, folder, dirs_exist_ok=True)
         shutil.copyfile(corpus / "scripts" / row.file, script)
         for fixture in spec.files:
             write_fixture(fixture, Path(folder))
@@ -499,6 +517,7 @@ def render_files(records: list[Record], targets: list[str], markdown: bool) -> s
             return "-"
         text = record.outcome + (f": {record.detail}" if record.detail else "")
         text += ", ran to the end" if record.ran_to_end else ""
+        text += f", with {len(record.modules)} module{'s' if len(record.modules) != 1 else ''}" if record.modules else ""
         warnings = [c for c in dict.fromkeys(record.codes) if c != record.detail]
         text += f" [{' '.join(warnings)}]" if warnings else ""
         if record.outcome in (CRASHED, INTERNAL, BAD_INPUT, VERIFY_ERROR) and record.message:

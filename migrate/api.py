@@ -150,11 +150,9 @@ def _program_converted(program: Program, plan: EditPlan, sites: TrainingSites, p
 
 def _program_refusal(program: Program, path: str, code: str, findings: tuple[Finding, ...]) -> FileResult:
     """A refused conversion over a program: every file left as it is, the findings where they point."""
-    from migrate.project_conversion import ProgramRun, program_result
+    from migrate.project_conversion import ProgramRun, refusal_result
 
-    run = ProgramRun(program, path, code, findings, ())
-    result = program_result(run, [(part, part.text) for part in program.parts], lambda _path: None)
-    return dataclasses.replace(result, skipped=True)
+    return refusal_result(ProgramRun(program, path, code, findings, ()))
 
 
 def target_named(name: str) -> Target:

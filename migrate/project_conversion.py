@@ -35,6 +35,25 @@ class ProgramRun:
     artifacts: tuple[Artifact, ...]
 
 
+def refusal_result(run: ProgramRun) -> FileResult:
+    """A conversion over a program that a step refused: every file left as it is, and the findings
+    on the script, those about a module at the script's line that imports it, naming the module's
+    file and line (a caller of the library sees why on the script it converted)."""
+    program, folder = run.program, os.path.dirname(run.path)
+    findings: list[Finding] = []
+    for each in run.findings:
+        part, line = program.place(each.line) if each.line > 0 else (program.script, each.line)
+        message = _lines_named(each.message, program, part, folder)
+        if part is program.script:
+            findings.append(Finding(each.code, each.severity, message, line, each.col))
+        else:
+            findings.append(Finding(each.code, each.severity, f"in {_file(part, folder)} (line {line}): {message}",
+                                    part.imported_at, 1))
+    findings += [_left_out(each, folder) for each in program.left_out]
+    return FileResult(path=run.path, old=run.code, new=run.code, skipped=True,
+                      findings=tuple(sorted(findings, key=lambda f: (f.line, f.col, f.code))))
+
+
 def program_result(run: ProgramRun, plan_texts: list[tuple[Part, str]], read_module: ReadModule) -> FileResult:
     """The script's result, holding one result per module it edits; or the script left unchanged
     with the reason (a module other entry points import, a rewrite that does not compile)."""

@@ -52,6 +52,7 @@ class Part:
     original: str  # the file's text as read (it may not end with a newline)
     header_lines: int = 0  # its leading comment lines, which a sentinel line follows in the program
     shift: int = 0  # 1 for a module: the program holds one line (that sentinel) the file does not
+    imported_at: int = 1  # the script's line that imports it, directly or through another module
 
     def as_written(self, new: str) -> str:
         """The file's new text, without the newline parsing added at its end."""
@@ -150,7 +151,12 @@ def join(script_path: str, script_text: str, read: ReadModule, step_elsewhere: b
         taken |= names
         joined.append((path, name, text))
     program = _program(script_path, script_text, joined) if joined else None
-    return dataclasses.replace(program, left_out=tuple(left_out)) if program is not None and left_out else program
+    if program is None:
+        return None
+    chains = {path: graph.chain_to(path) for path, _name, _text in joined}
+    parts = (program.script, *(dataclasses.replace(part, imported_at=chains[part.path][0].line if chains.get(part.path) else 1)
+                               for part in program.modules))
+    return dataclasses.replace(program, parts=parts, left_out=tuple(left_out))
 
 
 def _program(script_path: str, script_text: str, modules: list[tuple[str, str, str]]) -> Program | None:
