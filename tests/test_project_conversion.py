@@ -9,6 +9,7 @@ tests/equivalence/test_projects.py.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -212,3 +213,27 @@ def test_a_module_whose_names_collide_is_named_not_silently_skipped(tmp_path: Pa
     assert (mig135.line, mig135.col) == (10, 1)  # `import fast_engine`
     assert mig135.message.startswith("`fast_engine.py` (imported here) was not read with this script: it binds "
                                      "`train_one_epoch` at its top level")
+
+
+@pytest.mark.slow
+def test_two_entry_points_of_one_engine_convert_once_and_each_still_runs_as_one_process(tmp_path: Path) -> None:
+    # engine.py is imported by train.py and (through recipes.py) by finetune.py: the folder run
+    # converts both scripts, leaves engine.py as it is (right for both), and a second run changes nothing
+    folder = _copy("two_entry_points", tmp_path)
+    engine = (folder / "engine.py").read_text()
+    command = [sys.executable, "-m", "migrate", "to-ddp", "."]
+    written = subprocess.run([*command, "--write"], cwd=folder, capture_output=True, text=True)
+    assert written.returncode == 0, written.stdout + written.stderr
+    assert (folder / "engine.py").read_text() == engine
+    assert "init_process_group" in (folder / "train.py").read_text()
+    assert "init_process_group" in (folder / "finetune.py").read_text()
+    assert "model.module[-1]" in (folder / "recipes.py").read_text()  # finetune's own module, routed
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1"}
+    for script in ("train.py", "finetune.py"):  # one process each, as `python script.py`
+        ran = subprocess.run([sys.executable, script], cwd=folder, capture_output=True, text=True, env=env)
+        assert ran.returncode == 0, ran.stderr[-2000:]
+    assert (folder / "regressor_tuned.pt").exists()
+    files = {p.name: p.read_text() for p in folder.glob("*.py")}
+    again = subprocess.run([*command, "--check"], cwd=folder, capture_output=True, text=True)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert {p.name: p.read_text() for p in folder.glob("*.py")} == files

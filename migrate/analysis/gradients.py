@@ -125,7 +125,8 @@ def gradient_gaps(index: ScriptIndex, site: ModelSite, training: set[str], path:
         # the whole model switched off for a step (a GAN's critic while the generator learns) gives
         # DDP no gradient at all in that step, which it takes; only a part switched off leaves it waiting
         if switch.on is not True and is_after(index, switch.stmt, site) and id(switch) not in whole:
-            gaps.append(Gap(f"`{switch.owner}`", "has its gradients switched off during training, after the wrap", switch.node))
+            who = f"`{switch.owner}`" if _switches_itself(switch) else f"a part of `{switch.owner}`"  # `model[0]`
+            gaps.append(Gap(who, "has its gradients switched off during training, after the wrap", switch.node))
     return gaps
 
 
@@ -534,7 +535,8 @@ def _script_switches(index: ScriptIndex, site: ModelSite) -> list[Switch]:
 def _whole_model_switches(index: ScriptIndex, site: ModelSite) -> set[int]:
     """ids of the switches that switch the whole model (under one of its own names, not a part's)."""
     names = aliases(index, site)
-    return {id(s) for s in _script_switches(index, site) if (s.owner, index.scope_of[s.stmt].name) in names}
+    return {id(s) for s in _script_switches(index, site)
+            if (s.owner, index.scope_of[s.stmt].name) in names and _switches_itself(s)}  # not `model[0].parameters()`
 
 
 def _find_script_switches(index: ScriptIndex, site: ModelSite) -> list[Switch]:
