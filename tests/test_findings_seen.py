@@ -183,8 +183,18 @@ if __name__ == "__main__":
 """
 
 
-def test_a_writer_handle_read_on_every_rank_is_reported() -> None:
+def test_every_read_of_a_writer_made_on_rank_0_is_guarded() -> None:
     result = migrate_source(WRITER_READ, "ddp", path="train.py")
     assert "writer = SummaryWriter() if dist.get_rank() == 0 else None" in result.new
-    found = [f for f in result.findings if f.code == "MIG120"]
-    assert found and "`writer.log_dir`" in found[0].message and found[0].line == 8, result.findings
+    assert ('    if dist.get_rank() == 0:\n        print("logging to", writer.log_dir)\n'
+            '        run_dir = writer.log_dir\n') in result.new
+    assert not [f for f in result.findings if f.code == "MIG120"], result.findings
+
+
+def test_a_writer_read_that_cannot_move_to_rank_0_keeps_the_writer_on_every_rank() -> None:
+    returned = WRITER_READ.replace('        writer.add_scalar("loss", loss.item(), step)\n',
+                                   '        writer.add_scalar("loss", loss.item(), step)\n    return run_dir\n')
+    result = migrate_source(returned, "ddp", path="train.py")
+    assert "    writer = SummaryWriter()\n" in result.new
+    [found] = [f for f in result.findings if f.code == "MIG120"]
+    assert found.line == 17 and "`return run_dir` reads `run_dir` (bound from `writer.log_dir`, line 8)" in found.message

@@ -29,6 +29,8 @@ followed by a barrier, and keeps every barrier it places out of such an `if`.
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
 from migrate.analysis.index import CallSite, Scope, ScriptIndex, descendants, read_names, spell
@@ -101,16 +103,48 @@ def _only_prepares(index: ScriptIndex, scope: Scope, helpers: dict[str, Scope]) 
 
 
 def _writes(index: ScriptIndex, call: CallSite) -> bool:
-    """`open(p, "wb")` (any mode that writes), `z.extractall(d)`, `p.write_bytes(b)`, a save."""
+    """`open(p, "wb")` (any mode that writes, any opener: `gzip.open(p, "wb")`), `z.extractall(d)`,
+    `p.write_bytes(b)`, a save."""
     node = call.node
-    if spell(node.func) == "open":
-        mode = next((a.value for a in node.args if a.keyword is not None and a.keyword.value == "mode"), None)
-        positional = [a.value for a in node.args if a.keyword is None]
-        mode = mode if mode is not None else (positional[1] if len(positional) > 1 else None)
-        return isinstance(mode, cst.SimpleString) and any(c in str(mode.evaluated_value) for c in "wax+")
+    mode = opener_mode(index, node)
+    if mode is not None:
+        return writes_in_mode(mode)
     if isinstance(node.func, cst.Attribute) and node.func.attr.value in WRITE_METHODS and call.name not in FETCHES:
         return True
     return (call.name or "") in WRITE_CALLS
+
+
+# what opens a file, given a mode as `open` takes it (`mode=`, or the second argument)
+OPENERS = frozenset({"open", "io.open", "codecs.open", "bz2.open", "bz2.BZ2File", "gzip.open", "gzip.GzipFile",
+                     "lzma.open", "lzma.LZMAFile", "tarfile.open", "zipfile.ZipFile"})
+FILE_MODE = re.compile(r"[rwaxbtU+]{1,4}(:[a-z0-9]*)?")  # "wb", "a+", "w:gz" (tarfile)
+
+
+def opener_mode(index: ScriptIndex, call: cst.Call) -> str | None:
+    """The mode a call that opens a file is given: `open(p, "w")`, `bz2.open(p, "wb")`,
+    `gzip.open(p, mode="at")`, `tarfile.open(p, "w:gz")`, and any other call given a file mode
+    whose name says it opens (`h5py.File(p, "w")`, `fsspec.open(p, "wb")`, `tables.open_file(...)`:
+    the keyword `mode`, or a second argument spelled as one). "r" for an opener given none; None
+    for a call that opens nothing, or whose mode is not written out."""
+    name = index.qualify(call.func) or spell(call.func) or ""
+    given = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == "mode"), None)
+    positional = [a.value for a in call.args if a.keyword is None and not a.star]
+    if given is None and len(positional) > 1:
+        given = positional[1]
+    if given is None:
+        return "r" if name in OPENERS else None
+    if not isinstance(given, cst.SimpleString):
+        return None
+    mode = str(given.evaluated_value)
+    last = name.rsplit(".", 1)[-1].lower()
+    if name in OPENERS or ("open" in last or last.endswith("file")) and FILE_MODE.fullmatch(mode) and positional:
+        return mode
+    return None
+
+
+def writes_in_mode(mode: str) -> bool:
+    """A mode that writes: "w", "a", "x", or "+" (`r+` included)."""
+    return any(c in mode for c in "wax+")
 
 
 def helper_called(index: ScriptIndex, call: CallSite, helpers: dict[str, Scope]) -> Scope | None:

@@ -2,8 +2,14 @@
 and wandb writes, checkpoints (`torch.save`, `np.save`), figures and images (`savefig`, a PIL
 image's or a matplotlib animation's `.save(path)`, the image bound to a name or saved where it is
 made: `Image.fromarray(a).save(p)`, `Image.open(p).convert("L").save(q)`), `Path.write_text`/`write_bytes` and files
-opened for writing run on rank 0 only; after teardown (once `main()` has returned) the writes ask
+opened for writing (the whole `with`, by `open` or any opener given a mode that writes: `bz2.open(p, "wb")`,
+`gzip.open`, `lzma.open`) run on rank 0 only; after teardown (once `main()` has returned) the writes ask
 the launcher's RANK; tqdm bars are disabled on the other ranks. Errors are still logged by every rank.
+
+A writer (`self.writer = SummaryWriter()`) is made on rank 0 only, `... if rank 0 else None`, where
+every statement that reads it (`os.path.join(self.writer.log_dir, name)`, `save_config(self.writer.log_dir)`),
+or reads a name bound from it, can run on rank 0 too: those are guarded as well. Where one cannot
+(it returns, or may need every rank), the writer is made on every rank and MIG120 names that read.
 
 A statement that could run a collective is never put under the guard, or ranks would wait on each
 other forever: a print of such a value computes it on every rank and prints it on rank 0. For
@@ -11,7 +17,11 @@ torch.distributed's wrappers that is a forward of the wrapped model (DDP may bro
 FSDP and ZeRO-3 gather weights) or a call into the script's own functions that mention a model;
 Horovod's forward runs no collective (its all-reduces run in backward and the optimizer's step),
 so there only a backward, a step, a broadcast the conversion places or an `hvd.`/`dist.` call,
-directly or through the script's own functions, keeps a statement off the guard.
+directly or through the script's own functions, keeps a statement off the guard. A method of an
+attribute that runs no forward (`self.net.state_dict()`, `self.scheduler.get_last_lr()`) or any call
+of a writer (`self.writer.add_scalar(...)`) is none of these: a save helper method of the class that
+trains (`def save(self, path): torch.save(self.net.state_dict(), path)`) writes on rank 0 alone.
+A writer's call whose value may need every rank computes it on every rank first, as a print does.
 """
 
 from __future__ import annotations
@@ -22,12 +32,13 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from migrate.analysis.entry import runs_in_process_group
-from migrate.analysis.index import CallSite, Scope, ScriptIndex, descendants, spell
+from migrate.analysis.index import CallSite, Scope, ScriptIndex, child_nodes, descendants, spell
 from migrate.analysis.models import aliases
 from migrate.analysis.state_dicts import moved_names
 from migrate.analysis.syntax import calls_in
 from migrate.analysis.training import BUILTIN_NAMES, class_of_binding
 from migrate.steps.base import Context, expression, statement, with_keyword
+from migrate.steps.download_units import opener_mode, writes_in_mode
 
 LOG_METHODS = frozenset({"debug", "info", "warning", "warn", "log"})
 WANDB_CALLS = frozenset({"init", "log", "finish", "watch", "save", "log_artifact", "define_metric", "alert"})
@@ -66,7 +77,7 @@ def rank_zero(ctx: Context) -> None:
                            f"write them under `if {ctx.distributed.said(ctx.distributed.rank)} == 0:`", stmt)
                 continue
             ctx.plan.guard(stmt, ctx.rank_zero_test())
-    _report_handle_reads(ctx)
+    _settle_handles(ctx)
 
 
 def _bound_names(index: ScriptIndex, matches: Callable[[str], bool]) -> set[str]:
@@ -146,8 +157,10 @@ def _guard_statement(ctx: Context, call: CallSite, kind: str) -> None:
             _guard_outside_group(ctx, stmt)
         return
     if _may_be_collective(ctx, call.node):
-        if kind == "print":
-            _compute_then_print(ctx, call)
+        if kind == "print" and not _compute_then_print(ctx, call):
+            ctx.report("MIG112", f"this print computes a value that {_need(ctx)}; left printing on every rank", call.node)
+        elif kind == "write" and _writes_through_handle(ctx, call):
+            _compute_then_print(ctx, call)  # else: left on every rank, and _settle_handles says so
         return
     ctx.plan.guard(stmt, ctx.rank_zero_test())
     if kind == "foreign":
@@ -278,11 +291,35 @@ def collective_call(ctx: Context, node: cst.CSTNode) -> cst.Call | None:
             return inner
         scope = index.functions.get(name) or index.functions.get(f"{name}.__init__")  # a class of this file: its __init__
         scope = scope or _method_of_instance(ctx, inner, name)  # `fitter.one_pass()` on `fitter = Fitter(...)`
-        if scope is None and name.startswith("self.") and ctx.sites.models:
+        if scope is None and name.startswith("self.") and ctx.sites.models and not _runs_no_model(ctx, name):
             return inner
         if scope is not None and (_mentions(ctx, scope.node, models) or _trains(ctx, scope)):
             return inner
     return None
+
+
+# What a method of an attribute reads without running a forward (besides a module's NO_FORWARD)
+READ_METHODS = frozenset({"get_lr", "get_last_lr"})
+
+
+def _runs_no_model(ctx: Context, name: str) -> bool:
+    """Whether a call on `self` runs no model: a method that runs no forward called on one of its
+    attributes (`self.net.state_dict()`, `self.scheduler.get_last_lr()`: not a method of the
+    class that this file may not show), or any call of an attribute bound to an output handle
+    (`self.writer.add_scalar(...)` of `self.writer = SummaryWriter()`, a logger, a wandb run). A
+    method of the wrapped model that may gather is caught before (`_gathering_method`)."""
+    owner, _, method = name.rpartition(".")
+    if owner == "self":  # `self.evaluate()`: a method the file may not show, which may run the model
+        return False
+    return method in NO_FORWARD or method in READ_METHODS or owner in output_handles(ctx)
+
+
+def output_handles(ctx: Context) -> set[str]:
+    """The names bound to an output handle: a SummaryWriter, a logger, a wandb run."""
+    def build() -> set[str]:
+        return _bound_names(ctx.index, lambda q: q in WRITERS or q == "wandb.init" or q.endswith("getLogger"))
+
+    return ctx.index.derived("rank_zero_output_handles", build)
 
 
 def _method_of_instance(ctx: Context, call: cst.Call, name: str) -> Scope | None:
@@ -408,16 +445,23 @@ def _mentions(ctx: Context, node: cst.CSTNode, names: set[str]) -> bool:
     return not ctx.index.names_under(node).isdisjoint(names | dist_names)
 
 
-def _compute_then_print(ctx: Context, call: CallSite) -> None:
+def _writes_through_handle(ctx: Context, call: CallSite) -> bool:
+    """`writer.add_scalar(...)` on an output handle (a SummaryWriter, a wandb run), or `wandb.log(...)`."""
+    owner, _, method = (call.name or "").rpartition(".")
+    return owner in output_handles(ctx) or owner == "wandb" and method in WANDB_CALLS
+
+
+def _compute_then_print(ctx: Context, call: CallSite) -> bool:
     """`print("loss", evaluate(model))` -> the values that may run the model computed on every rank
-    first (`message = evaluate(model)`), then printed on rank 0: `print("loss", message)`. Both are
-    built from the call as the other steps edited it (`model.encoder` -> `model.module.encoder`
-    inside it stays), not from the original text."""
+    first (`message = evaluate(model)`), then printed on rank 0: `print("loss", message)`; the same
+    for a writer's call (`writer.add_scalar("acc", evaluate(model), step)`). Both are built from the
+    call as the other steps edited it (`model.encoder` -> `model.module.encoder` inside it stays),
+    not from the original text. False, with nothing edited, where the values cannot be taken out
+    (a keyword or starred argument that may need every rank)."""
     args = list(call.node.args)
     hoisted = [i for i, a in enumerate(args) if a.keyword is None and _may_be_collective(ctx, a.value)]
     if not hoisted or any(a.star for a in args) or any(_may_be_collective(ctx, a.value) for a in args if a.keyword):
-        ctx.report("MIG112", f"this print computes a value that {_need(ctx)}; left printing on every rank", call.node)
-        return
+        return False
     names = {i: "message" if n == 0 else f"message_{n + 1}" for n, i in enumerate(hoisted)}
     stmt = call.place.stmt
     computed = [statement(f"{names[i]} = {names[i]}  # computed on every rank: it {_joins(ctx)}\n") for i in hoisted]
@@ -440,6 +484,7 @@ def _compute_then_print(ctx: Context, call: CallSite) -> None:
     if getattr(stmt, "leading_lines", ()):
         ctx.plan.replace(stmt, lambda updated: updated.with_changes(leading_lines=()))
     ctx.plan.guard(stmt, ctx.rank_zero_test())
+    return True
 
 
 def _assigned(line: cst.BaseStatement, value: cst.BaseExpression) -> cst.BaseStatement:
@@ -489,29 +534,167 @@ def _create_on_rank_zero(ctx: Context, call: CallSite) -> None:
         return
     if not may_guard(ctx, stmt):
         return
-    test = ctx.rank_zero_test()
-    ctx.plan.replace(call.node, lambda updated: cst.IfExp(test=expression(test), body=updated, orelse=cst.Name("None")))
-    ctx.recorded(RankZeroHandles, create=True).calls.append(call)
+    ctx.recorded(RankZeroHandles, create=True).calls.append(call)  # made on rank 0 only by _settle_handles
 
 
 @dataclass
 class RankZeroHandles:
-    """Calls that now make a handle on rank 0 only (`writer = SummaryWriter() if rank 0 else None`)."""
+    """Calls that make a handle on rank 0 only (`writer = SummaryWriter() if rank 0 else None`)."""
 
     calls: list[CallSite] = field(default_factory=list)
 
 
-def _report_handle_reads(ctx: Context) -> None:
-    """An attribute of a handle that is None on the other ranks (`writer.log_dir`), read outside
-    the statements moved to rank 0."""
+def _settle_handles(ctx: Context) -> None:
+    """Each handle a call makes (`self.writer = SummaryWriter()`) is made on rank 0 only (`... if
+    rank 0 else None`) where every statement that reads it outside its moved calls
+    (`logging.basicConfig(filename=os.path.join(self.writer.log_dir, "x.log"))`,
+    `save_config(self.writer.log_dir)`), and every statement that reads a name such a statement
+    binds (`log_dir = self.writer.log_dir` ... `open(log_dir + "/a")`), can run on rank 0 too: those
+    are guarded. Where one cannot (it returns, leaves a loop, or may need every rank), the handle is
+    made on every rank, and MIG120 names that read: the other ranks would find None there."""
     for create in ctx.recorded(RankZeroHandles, create=True).calls:
-        handles = {b.target for b in ctx.index.bindings if b.value is create.node}
-        for use in ctx.index.attributes:
-            if use.owner not in handles or use.called or runs_on_rank_zero(ctx, use.place.stmt):
+        readers, blocked = _handle_readers(ctx, create)
+        if blocked is not None:
+            stmt, node, origin, why = blocked
+            made = ctx.code(create.node).strip().splitlines()[0]
+            bound = f" (bound from `{ctx.code(origin)}`, line {ctx.position(origin)[0]})" if origin is not None else ""
+            ctx.report("MIG120", f"`{made}` is left on every rank: `{_first_line(ctx, stmt)}` reads `{ctx.code(node)}`"
+                       f"{bound} and cannot run on rank 0 alone ({why}): made on rank 0 only, it would be None there "
+                       "on the other ranks; so each rank makes its own, and the calls moved to rank 0 still write once",
+                       node)
+            continue
+        test = ctx.rank_zero_test()
+        for stmt in readers:
+            ctx.plan.guard(stmt, test)
+        ctx.plan.replace(create.node, lambda updated: cst.IfExp(test=expression(test), body=updated, orelse=cst.Name("None")))
+
+
+# a statement that cannot move to rank 0, what it reads, the read of the handle that read comes from
+# (None where it reads the handle itself), and why
+ReaderProblem = tuple[cst.BaseStatement, cst.CSTNode, cst.CSTNode | None, str]
+
+
+def _handle_readers(ctx: Context, create: CallSite) -> tuple[list[cst.BaseStatement], ReaderProblem | None]:
+    """The statements that read the handle `create` makes (or a name bound from it, transitively)
+    and do not run on rank 0 already; or the first that cannot be put there, with what it reads and why."""
+    index = ctx.index
+    pending: list[tuple[str, Scope, cst.CSTNode | None]] = [
+        (b.target, b.place.scope, None) for b in index.bindings if b.value is create.node]
+    seen: set[str] = set()
+    readers: list[cst.BaseStatement] = []
+    while pending:
+        name, scope, origin = pending.pop(0)
+        if name in seen:
+            continue
+        seen.add(name)
+        for stmt, node in _reads_of(ctx, name, scope):
+            if stmt is create.place.stmt or stmt in readers or runs_on_rank_zero(ctx, stmt) or _inside_any(ctx, stmt, readers):
                 continue
-            ctx.report("MIG120", f"`{ctx.code(use.node)}` reads a handle that is None on every rank but 0: guard that "
-                       f"line with `if {ctx.rank_zero_test()}:` too (its calls are already moved to rank 0)", use.node)
-            break
+            why = _why_not_on_rank_zero(ctx, stmt)
+            if why is not None:
+                return readers, (stmt, node, origin, why)
+            readers.append(stmt)
+            inner = [s for s in descendants(stmt) if isinstance(s, cst.BaseStatement)]
+            pending += [(b.target, b.place.scope, origin or node) for s in inner for b in index.bindings_at(s)]
+    return readers, None
+
+
+def _inside_any(ctx: Context, stmt: cst.BaseStatement, outer: list[cst.BaseStatement]) -> bool:
+    return any(a in outer for a in ctx.index.enclosing_statements(stmt)[1:])
+
+
+def _reads_of(ctx: Context, name: str, scope: Scope) -> list[tuple[cst.BaseStatement, cst.CSTNode]]:
+    """Where `name` (`writer`, `self.writer`) is read, bound in `scope`: each statement (a compound
+    one by its header) and the expression that reads it (`self.writer.log_dir`; the name itself
+    where it is handed on, `log(self.writer)`). Not a test of it (`if writer is not None:`): None
+    is read fine there. `self.x` is read in every method of the class; a module-level name in every
+    function that does not bind it; any other in its own scope."""
+    index = ctx.index
+    if name.startswith("self."):
+        scopes = [s for s in index.functions.values() if not s.is_module and s.class_name == scope.class_name]
+    elif scope.is_module:
+        scopes = [s for s in index.functions.values() if s.is_module or not index.bindings_of_in(name, s)]
+    else:
+        scopes = [scope]
+    last = name.rsplit(".", 1)[-1]
+    within = {id(each) for each in scopes}
+    # a statement's own reads, and `name.attr` in a one-line body (`if c: writer.add_scalar(...)`)
+    candidates = {id(stmt): stmt for each in scopes for stmt in index.readers_in(each).get(last, ())}
+    candidates.update({id(use.place.stmt): use.place.stmt for use in index.attributes
+                       if use.owner == name and id(use.place.scope) in within})
+    found: list[tuple[cst.BaseStatement, cst.CSTNode]] = []
+    for stmt in sorted(candidates.values(), key=lambda s: ctx.position(s)):
+        node = next((n for part, test in _read_parts(stmt) for n in _spelled(part, name, test)), None)
+        if node is not None:
+            found.append((stmt, node))
+    return found
+
+
+def _read_parts(stmt: cst.BaseStatement) -> list[tuple[cst.CSTNode, bool]]:
+    """What a statement itself reads, each part with whether it is a test: a compound statement's
+    header; a simple one whole, but the targets of its assignments that only bind (`self.writer =
+    None`)."""
+    suites: list[tuple[cst.CSTNode, bool]] = [  # `if c: writer.flush()`: its one-line body
+        (small, False) for node in child_nodes(stmt) if isinstance(node, cst.SimpleStatementSuite) for small in node.body]
+    if isinstance(stmt, (cst.If, cst.While)):
+        return [(stmt.test, True), *suites]
+    if isinstance(stmt, cst.For):
+        return [(stmt.iter, False), *suites]
+    if isinstance(stmt, cst.With):
+        return [*((item, False) for item in stmt.items), *suites]
+    if not isinstance(stmt, cst.SimpleStatementLine):
+        return suites
+    parts: list[cst.CSTNode] = []
+    for small in stmt.body:
+        if isinstance(small, cst.Assign):
+            parts += [small] + [t.target for t in small.targets if spell(t.target) is None]
+        elif isinstance(small, cst.AnnAssign):
+            parts += [small] if small.value is not None else []
+        else:
+            parts.append(small)
+    return [(part, False) for part in parts]
+
+
+def _spelled(part: cst.CSTNode, name: str, test: bool) -> list[cst.CSTNode]:
+    """The reads of `name` under `part` that None would break: `name.attr` (the attribute), and
+    unless `part` is a test, `name` handed to a call, bound again or returned; not `name` tested
+    (`if name:`, `name is None`)."""
+    found: list[cst.CSTNode] = []
+    stack: list[tuple[cst.CSTNode, cst.CSTNode | None]] = [(part, None)]
+    while stack:
+        node, parent = stack.pop()
+        if isinstance(node, (cst.Name, cst.Attribute)) and spell(node) == name:
+            if isinstance(parent, cst.Attribute) and parent.value is node:
+                found.append(parent)
+            elif not test and isinstance(parent, (cst.Arg, cst.Assign, cst.Element, cst.DictElement, cst.Return)):
+                found.append(node)
+            continue
+        if isinstance(node, (cst.Lambda, cst.FunctionDef, cst.AssignTarget)):
+            continue
+        stack += [(child, node) for child in child_nodes(node)]
+    return found
+
+
+def _why_not_on_rank_zero(ctx: Context, stmt: cst.BaseStatement) -> str | None:
+    """Why `stmt` cannot be guarded by the rank-0 test (words for the finding); None when it can."""
+    for node in descendants(stmt):
+        if isinstance(node, cst.Return):
+            return "it returns"
+        if isinstance(node, (cst.Break, cst.Continue)):
+            return "it leaves a loop"
+        if isinstance(node, (cst.Yield, cst.Raise)):
+            return "it yields" if isinstance(node, cst.Yield) else "it raises"
+    if not may_guard(ctx, stmt):
+        return "it runs before the process group is set up or after it is gone"
+    collective = collective_call(ctx, stmt)
+    if collective is not None:
+        return f"`{ctx.code(collective.func)}(...)` in it {_joins(ctx)}"
+    return None
+
+
+def _first_line(ctx: Context, stmt: cst.BaseStatement) -> str:
+    lines = [line.strip() for line in ctx.code(stmt).splitlines()]
+    return next((line for line in lines if line and not line.startswith("#")), "").rstrip(":")
 
 
 def runs_on_rank_zero(ctx: Context, stmt: cst.BaseStatement) -> bool:
@@ -572,15 +755,14 @@ def _disabled_elsewhere(ctx: Context, init: CallSite) -> None:
 
 
 def _opens_for_writing(index: ScriptIndex, stmt: cst.With) -> bool:
-    """`with open(path, "w")` / `open(path, mode="wb")` (also "a", "x" and "+" modes)."""
+    """`with open(path, "w")` / `open(path, mode="wb")` (also "a", "x" and "+" modes), and any other
+    opener given such a mode: `bz2.open(path, "wb")`, `gzip.open(...)`, `lzma.open(...)` (each rank
+    would open the file, truncating it, even where only rank 0 writes into it)."""
     for item in stmt.items:
         call = item.item
-        if isinstance(call, cst.Call) and spell(call.func) == "open":
-            mode = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == "mode"), None)
-            positional = [a for a in call.args if a.keyword is None]
-            if mode is None and len(positional) > 1:
-                mode = positional[1].value
-            if isinstance(mode, cst.SimpleString) and any(c in str(mode.evaluated_value) for c in "wax+"):
+        if isinstance(call, cst.Call):
+            mode = opener_mode(index, call)
+            if mode is not None and writes_in_mode(mode):
                 return True
     return False
 

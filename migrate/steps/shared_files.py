@@ -10,6 +10,11 @@ process did to the filesystem now happens N times, concurrently.
   left as they are (it runs on that one process). Where the unit binds a name read below, may run
   a collective, or no barrier can be placed, a finding names the line; its helpers are then left
   whole on every rank (no write on rank 0 alone that every rank reads back), their other calls too.
+- A dataset download in a lambda chosen from a table (`choices = {"a": lambda: A(root, download=True),
+  ...}`, `make = choices[name]`, `return make()`) runs where the lambda is called, and only the chosen
+  one: that call is made first on the first process of each node, then a barrier, then on every
+  rank (`if local_rank == 0: make()`, barrier, `return make()`). Where the call cannot be found (the
+  table is handed on) or no barrier can go before it, MIG120 names the download and nothing moves.
 - `os.mkdir` / `os.makedirs` / `Path.mkdir` (without `exist_ok`, or with `exist_ok=False`):
   `exist_ok=True`, so the rank that comes second does not crash on the directory the first one
   made (`if not exists: mkdir` is a race, not a guard). Where the script relies on the error (a
@@ -18,12 +23,15 @@ process did to the filesystem now happens N times, concurrently.
 - Deleting, moving, renaming or copying files (`shutil.rmtree`, `os.replace`, `os.remove`, ...):
   on rank 0, with the directories made right after them, in any of those spellings (one guarded
   run); when other ranks need what the run made, a barrier follows it.
-- `f = open(path, "w")` and the writes and close that follow: the whole sequence on rank 0.
+- `f = open(path, "w")` (or any opener given a mode that writes: `gzip.open(path, "wt")`) and the
+  writes and close that follow: the whole sequence on rank 0.
 - A file rank 0 saves and every rank loads again (`torch.save(..., p)` ... `torch.load(p)`):
   a barrier before the load, so no rank reads it half written or stale. After teardown (no
   barrier left), the load and the rest of its block run on rank 0 as well.
 
-A barrier is added only where every rank reaches it: after setup, before teardown, and not under
+A barrier is added only where every rank reaches it: after setup, before teardown, not in a `try:`
+whose handlers may go on (in the body or `else:` of one whose every handler ends by raising it
+may: a rank that gets no further fails, and the launcher stops the others), and not under
 a condition that may differ between ranks (a loss, a metric, a rank, or a test of the filesystem:
 `if not os.path.exists(p):` is read at a different moment on each rank, and one that tests after
 rank 0 wrote `p` skips the block). Under such a test the whole outermost `if` runs on rank 0 and the
@@ -47,7 +55,15 @@ from migrate.analysis.index import CallSite, Scope, ScriptIndex, descendants, na
 from migrate.analysis.syntax import argument, calls_in, contains
 from migrate.analysis.training import callers_of
 from migrate.steps.base import Context, expression, statements
-from migrate.steps.download_units import download_sites, filesystem_test_around, tests_filesystem, unit_of, what_runs
+from migrate.steps.download_units import (
+    download_sites,
+    filesystem_test_around,
+    opener_mode,
+    tests_filesystem,
+    unit_of,
+    what_runs,
+    writes_in_mode,
+)
 from migrate.steps.rank_zero import (
     RANK_WORDS,
     SAVES,
@@ -103,9 +119,12 @@ def every_rank_reaches(ctx: Context, stmt: cst.BaseStatement, depth: int = 0) ->
     # barrier itself goes beside `stmt`, outside a guard of `stmt` alone)
     if any(a in ctx.plan.guarded for a in index.enclosing_statements(stmt)[0 if depth else 1:]):
         return False
-    for ancestor in index.enclosing_statements(stmt)[1:]:
+    chain = index.enclosing_statements(stmt)
+    for inner, ancestor in zip(chain, chain[1:]):
         if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef)):
             break
+        if isinstance(ancestor, cst.Try) and _every_handler_raises(ctx, ancestor, inner):
+            continue
         if isinstance(ancestor, (cst.While, cst.Try, cst.TryStar)):
             return False
         if isinstance(ancestor, cst.If) and ancestor is not index.main_guard and not _agrees_on_every_rank(ctx, ancestor.test):
@@ -122,6 +141,18 @@ def every_rank_reaches(ctx: Context, stmt: cst.BaseStatement, depth: int = 0) ->
         if not known[key]:
             return False
     return True
+
+
+def _every_handler_raises(ctx: Context, stmt: cst.Try, inner: cst.BaseStatement) -> bool:
+    """`inner` stands in the body or the `else:` of `stmt`, and every handler ends by raising
+    (`except KeyError: raise InvalidChoice()`): a rank that does not get there fails, and the
+    launcher stops the others; every rank that goes on passes here."""
+    block = ctx.index.block_of.get(inner, (None, 0))[0]
+    if block is not stmt.body and not (stmt.orelse is not None and block is stmt.orelse.body):
+        return False
+    return bool(stmt.handlers) and all(
+        isinstance(handler.body, cst.IndentedBlock) and isinstance(last := handler.body.body[-1], cst.SimpleStatementLine)
+        and isinstance(last.body[-1], cst.Raise) for handler in stmt.handlers)
 
 
 def some_ranks_only(ctx: Context, stmt: cst.BaseStatement, depth: int = 0) -> bool:
@@ -720,6 +751,7 @@ def _always_false(ctx: Context, name: str) -> bool:
 
 def _downloads(ctx: Context, units: set[int]) -> None:
     by_statement: dict[cst.BaseStatement, list[cst.Call]] = {}
+    deferred: list[tuple[CallSite, cst.Lambda]] = []
     for call in ctx.index.calls:
         download = argument(call.node, "download", 99)
         if download is None or download.keyword is None or id(call.place.stmt) in units:
@@ -729,7 +761,12 @@ def _downloads(ctx: Context, units: set[int]) -> None:
             continue
         if call.name in ctx.index.functions:
             continue
+        holder = _lambda_around(call)
+        if holder is not None:  # runs where the lambda is called, if it is
+            deferred.append((call, holder))
+            continue
         by_statement.setdefault(call.place.stmt, []).append(call.node)
+    _lambda_downloads(ctx, deferred)
     groups: list[list[tuple[cst.BaseStatement, list[cst.Call]]]] = []
     for stmt, calls in by_statement.items():
         if groups and _follows(ctx, groups[-1], stmt, calls):
@@ -771,6 +808,126 @@ def _download_group(ctx: Context, first: cst.BaseStatement, calls: list[cst.Call
     new = statements("\n".join(lines) + "\n")
     # ahead of a dataset the sampler step hoisted out of this statement: that one reads the files
     ctx.plan.insert_before(top or first, new, ahead_of=ctx.hoisted_datasets)
+
+
+# -- dataset downloads in lambdas: `{"a": lambda: A(root, download=True), ...}[name]()` ------------
+
+def _lambda_around(call: CallSite) -> cst.Lambda | None:
+    """The lambda that holds the call where it is bound to a name (`make = lambda: ...`) or is one
+    of the values of a dict, list or tuple (a table to choose from): its body runs where it is
+    called, and only if it is chosen. A lambda handed straight to a call is not one of these (its
+    download moves up as if it were written there)."""
+    stmt = call.place.stmt
+    holders = {id(node.value) for node in descendants(stmt) if isinstance(node, (cst.DictElement, cst.Element))}
+    for small in stmt.body if isinstance(stmt, cst.SimpleStatementLine) else ():
+        if isinstance(small, (cst.Assign, cst.AnnAssign)) and small.value is not None:
+            holders.add(id(small.value))
+    return next((node for node in descendants(stmt) if isinstance(node, cst.Lambda) and id(node) in holders
+                 and contains(node.body, lambda n: n is call.node)), None)
+
+
+def _lambda_downloads(ctx: Context, deferred: list[tuple[CallSite, cst.Lambda]]) -> None:
+    """A download in a lambda runs where the lambda is called, and only if it is: one chosen from a
+    table (`valid = {"a": lambda: A(root, download=True), "b": lambda: B(...)}`, `fn = valid[name]`,
+    `return fn()`) downloads one dataset, not all. So the call that runs it is made first on the
+    first process of each node, then a barrier, then the script's own call builds it on every rank
+    from the files (`if local_rank == 0: fn()`, barrier, `return fn()`). Where that call cannot be
+    found, or no barrier can be placed before it, the downloads are left as they are and MIG120
+    says so."""
+    placed: set[int] = set()
+    for call, holder in deferred:
+        invocations, problem = _lambda_invocations(ctx, call, holder)
+        code = ctx.code(call.node).strip().splitlines()[0]
+        wait = f"let one rank per node download while the others wait in {ctx.distributed.said(ctx.distributed.barrier)}"
+        if problem is None and not invocations:
+            problem = "and no call of that lambda was found"
+        for invocation in invocations if problem is None else []:
+            stmt = invocation.place.stmt
+            if any(calls_in(arg.value) for arg in invocation.node.args):
+                problem = f"and its call `{ctx.code(invocation.node)}` computes its arguments (they would run twice)"
+            elif _filesystem_if(ctx, stmt) is not None or not every_rank_reaches(ctx, stmt):
+                problem = (f"and its call `{ctx.code(invocation.node)}` (line {ctx.position(invocation.node)[0]}) runs "
+                           "where no barrier can be placed (before setup, under a condition that may differ per rank, "
+                           "or in code some ranks never reach)")
+            if problem is not None:
+                break
+        if problem is not None:
+            ctx.report("MIG120", f"`{code}` downloads on every rank at once: it stands in a lambda, which downloads where "
+                       f"it is called, {problem}; nothing was changed here: download the data once before launching, or "
+                       f"{wait}", call.node)
+            continue
+        for invocation in invocations:
+            if id(invocation.node) in placed:
+                continue
+            placed.add(id(invocation.node))
+            stmt = invocation.place.stmt
+            local_rank = ctx.local_rank(invocation.place.scope)
+            chosen = " ".join(ctx.code(invocation.node).split())
+            lines = [f"if {local_rank} == 0:  # one download per node, of the dataset chosen here; the other ranks wait",
+                     f"    {chosen}", ctx.barrier()]
+            ctx.plan.insert_before(stmt, statements("\n".join(lines) + "\n"), ahead_of=ctx.hoisted_datasets)
+
+
+def _lambda_invocations(ctx: Context, call: CallSite, holder: cst.Lambda) -> tuple[list[CallSite], str | None]:
+    """The calls that run `holder`, in the scope that binds it: `make()` for `make = lambda: ...`;
+    `table[key]()`, `table.get(key)()`, or `fn()` after `fn = table[key]` for a lambda among the
+    values of `table = {...}` (a dict, list or tuple). With words for the finding where the lambda
+    or the table goes anywhere else (handed on, returned, kept in an attribute)."""
+    index = ctx.index
+    stmt, scope = call.place.stmt, call.place.scope
+    binding = next((b for b in index.bindings_at(stmt) if b.value is not None and b.place.scope is scope
+                    and (b.value is holder or _holds_value(b.value, holder))), None)
+    if binding is None or "." in binding.target:
+        return [], "and it is not bound to a name of its function (alone, or in a dict, list or tuple)"
+    direct = binding.value is holder
+    names = {binding.target}
+    if not direct:
+        picked = {b.target for b in index.bindings_in(scope)
+                  if "." not in b.target and b.value is not None and _picks_from(b.value, binding.target)}
+        names |= {name for name in picked if all(b.value is not None and _picks_from(b.value, binding.target)
+                                                 for b in index.bindings_of_in(name, scope))}
+    found: list[CallSite] = []
+    for site in index.calls_from(scope):
+        func = site.node.func
+        if spell(func) in names or not direct and _picks_from(func, binding.target):
+            found.append(site)
+    called = {id(site.node.func) for site in found}
+    for name in names:
+        for reader in index.readers_in(scope).get(name, ()):
+            stray = next((n for n in descendants(reader) if isinstance(n, cst.Name) and n.value == name
+                          and not _within_call_or_pick(reader, n, called, binding.target)), None)
+            if stray is not None and reader is not stmt:
+                return [], f"and `{_first_line(ctx, reader)}` hands `{name}` on"
+    return found, None
+
+
+def _holds_value(node: cst.BaseExpression, holder: cst.Lambda) -> bool:
+    """`{key: holder, ...}`, `[holder, ...]`, `(holder, ...)`: the lambda is one of the values."""
+    if isinstance(node, cst.Dict):
+        return any(isinstance(e, cst.DictElement) and e.value is holder for e in node.elements)
+    if isinstance(node, (cst.List, cst.Tuple)):
+        return any(isinstance(e, cst.Element) and e.value is holder for e in node.elements)
+    return False
+
+
+def _picks_from(node: cst.BaseExpression, table: str) -> bool:
+    """`table[key]` or `table.get(key...)`."""
+    if isinstance(node, cst.Subscript):
+        return spell(node.value) == table
+    return (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "get"
+            and spell(node.func.value) == table)
+
+
+def _within_call_or_pick(stmt: cst.BaseStatement, name: cst.Name, called: set[int], table: str) -> bool:
+    """Whether this read of a name is a call's callee (`fn()`), part of one (`table[key]()`), or a
+    pick bound to a name (`fn = table[key]`)."""
+    if any(id(node) in called and contains(node, lambda n: n is name) for node in descendants(stmt)):
+        return True
+    if any(isinstance(node, cst.AssignTarget) and node.target is name for node in descendants(stmt)):
+        return True  # `fn = table[key]` binds the name
+    return isinstance(stmt, cst.SimpleStatementLine) and any(
+        isinstance(small, cst.Assign) and _picks_from(small.value, table) and contains(small.value, lambda n: n is name)
+        for small in stmt.body)
 
 
 def _reads_what_the_if_binds(ctx: Context, top: cst.If, first: cst.BaseStatement, calls: list[cst.Call]) -> bool:
@@ -815,12 +972,11 @@ def _download_only(ctx: Context, call: cst.Call) -> str | None:
 # -- files opened for writing, then written and closed ------------------------------------------
 
 def _opened_for_writing(ctx: Context, value: cst.BaseExpression | None) -> bool:
-    if not isinstance(value, cst.Call) or spell(value.func) != "open":
+    """`open(p, "w")`, `gzip.open(p, "wb")`, any opener given a mode that writes (not "r+")."""
+    if not isinstance(value, cst.Call):
         return False
-    mode = argument(value, "mode", 1)
-    return mode is not None and isinstance(mode.value, cst.SimpleString) and any(
-        c in str(mode.value.evaluated_value) for c in "wax+"
-    ) and "r+" not in str(mode.value.evaluated_value)
+    mode = opener_mode(ctx.index, value)
+    return mode is not None and writes_in_mode(mode) and "r+" not in mode
 
 
 def _file_handles(ctx: Context, units: set[int]) -> None:
@@ -942,8 +1098,9 @@ def _rest_on_rank_zero(ctx: Context, save: cst.BaseStatement, load: cst.BaseStat
 
 def _file_key(ctx: Context, node: cst.BaseExpression, stmt: cst.BaseStatement) -> tuple[str, cst.BaseStatement]:
     """The file a save or load names, and the statement a barrier before the load goes above: for
-    a handle of an enclosing `with open(path, ...) as f:`, that `path` and the `with` (the file is
-    opened there, so the barrier must come before it), else the expression itself and `stmt`."""
+    a handle of an enclosing `with open(path, ...) as f:` (or another opener: `gzip.open(path)`),
+    that `path` and the `with` (the file is opened there, so the barrier must come before it), else
+    the expression itself and `stmt`."""
     if isinstance(node, cst.Name):
         for around in ctx.index.enclosing_statements(stmt):
             if not isinstance(around, cst.With):
@@ -951,7 +1108,7 @@ def _file_key(ctx: Context, node: cst.BaseExpression, stmt: cst.BaseStatement) -
             for item in around.items:
                 opened = item.item
                 if (item.asname is not None and spell(item.asname.name) == node.value and isinstance(opened, cst.Call)
-                        and spell(opened.func) == "open" and opened.args):
+                        and opener_mode(ctx.index, opened) is not None and opened.args):
                     return _normalized(ctx, opened.args[0].value), around
     return _normalized(ctx, node), stmt
 
