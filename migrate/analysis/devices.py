@@ -154,3 +154,24 @@ def numbered_device_arguments(index: ScriptIndex) -> list[tuple[CallSite, cst.Ar
 def set_device_calls(index: ScriptIndex) -> list[CallSite]:
     """The script's own `torch.cuda.set_device(...)`: it would put every rank on one GPU."""
     return index.calls_named("torch.cuda.set_device")
+
+
+def runs_only_with_cuda(index: ScriptIndex, stmt: cst.BaseStatement) -> bool:
+    """Whether `stmt` runs only where CUDA is there: in the body of an `if` (in its function) whose
+    test holds only when `torch.cuda.is_available()` does (`if torch.cuda.is_available() and not
+    args.disable_cuda:`). There a plain `"cuda"` needs no CPU fallback."""
+    chain = index.enclosing_statements(stmt)
+    for inner, outer in zip(chain, chain[1:]):
+        if isinstance(outer, (cst.FunctionDef, cst.ClassDef)):
+            return False
+        if (isinstance(outer, cst.If) and isinstance(outer.body, cst.IndentedBlock) and inner in outer.body.body
+                and _needs_cuda(index, outer.test)):
+            return True
+    return False
+
+
+def _needs_cuda(index: ScriptIndex, test: cst.BaseExpression) -> bool:
+    """`torch.cuda.is_available()`, alone or as a term of an `and`."""
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+        return _needs_cuda(index, test.left) or _needs_cuda(index, test.right)
+    return isinstance(test, cst.Call) and index.qualify(test.func) == "torch.cuda.is_available"

@@ -6,7 +6,9 @@ accumulation steps, clipping, fp16 on/off), so a `--batch-size 8` on the command
 DeepSpeed uses too. The JSON gets the script's defaults as concrete numbers.
 
 After the engine exists, the user's module is reached through `.module` (also where the script
-uses what `model.train()` / `model.eval()` return: the engine's return None), and a plain
+uses what `model.train()` / `model.eval()` return: the engine's return None); in a function that
+also runs before the engine is made (a method `__init__` calls before it builds the optimizer, the
+engine's place) as `getattr(model, "module", model)`, which is right on both; and a plain
 `state_dict()` is gathered on every rank first (ZeRO-3 shards the weights across ranks); a gather
 that only some ranks reach (MIG121) leaves the file unchanged at ZeRO-3, where it is a collective.
 The optimizer's own `state_dict()` / `load_state_dict()` under ZeRO 1-3 leave it unchanged too
@@ -26,6 +28,7 @@ import dataclasses
 import json
 import math
 import os
+from functools import partial
 
 import libcst as cst
 
@@ -37,6 +40,7 @@ from migrate.analysis.optimizers import OptimizerSide
 from migrate.analysis.ordering import ModelOrdering, NoModelOrdering, engine_orderings
 from migrate.analysis.placement import device_conditions
 from migrate.analysis.sites import LoaderSite, ModelSite
+from migrate.analysis.trained import MAX_DEPTH, calls_of
 from migrate.analysis.state_dicts import earlier_names, model_state_dicts
 from migrate.analysis.syntax import argument, contains
 from migrate.analysis.values import dict_entry, literal_value
@@ -193,8 +197,10 @@ def deepspeed_engine(ctx: Context) -> None:
             _gather_state_dicts(ctx, member, through_engine=False)
         if not each.members:
             remove_data_parallel(ctx, each.model)
+            edited = {node: len(edits) for node, edits in ctx.plan.replacements.items()}
             unwrap_later_uses(ctx, each.model, safe=ctx.wrapper.safe)
             _module_where_returned(ctx, each.model)
+            _module_when_there(ctx, each.model, edited)
             _gather_state_dicts(ctx, each.model, through_engine=True)
         if each.caller is not None:  # the caller's plain module, trained in place by the engine
             _gather_state_dicts(ctx, each.caller, through_engine=False)
@@ -221,6 +227,60 @@ def _module_where_returned(ctx: Context, site: ModelSite) -> None:
         if small is not None and not standalone:
             ctx.plan.replace(use.node, lambda updated: updated.with_changes(
                 value=cst.Attribute(value=updated.value, attr=cst.Name("module"))))
+
+
+def runs_before_engine(ctx: Context, stmt: cst.BaseStatement, site: ModelSite) -> bool:
+    """Whether `stmt`, in a function of the file, also runs before the engine exists: that function
+    is called above `deepspeed.initialize` in the code that makes the engine
+    (`self.update_target_net()` in `__init__` before the optimizer is built), directly or through
+    other functions of the file. There the model's name still holds the user's module, which has
+    no `.module` (DDP wraps where the model is built, before such calls)."""
+    index = ctx.index
+    scope = index.scope_of.get(stmt)
+    if scope is None or scope is site.scope or scope.is_module:
+        return False
+    frontier, seen = [scope], {id(scope.node)}
+    for _ in range(MAX_DEPTH):
+        callers: list[Scope] = []
+        for function in frontier:
+            for call in calls_of(index, function):
+                caller = call.place.scope
+                if caller is site.scope:
+                    if not is_after(index, call.place.stmt, site):
+                        return True
+                elif not caller.is_module and id(caller.node) not in seen:
+                    seen.add(id(caller.node))
+                    callers.append(caller)
+        frontier = callers
+    return False
+
+
+def _module_or_itself(code: str) -> str:
+    """The user's module whether or not the engine exists yet: `getattr(model, "module", model)`."""
+    return f'getattr({code}, "module", {code})'
+
+
+def _owner_replaced(updated: cst.CSTNode, owner: str) -> cst.CSTNode:
+    assert isinstance(updated, cst.Attribute)
+    return updated.with_changes(value=expression(owner))
+
+
+def _module_when_there(ctx: Context, site: ModelSite, edited: dict[cst.CSTNode, int]) -> None:
+    """A use of the model routed through `.module` (unwrap_later_uses, _module_where_returned) in a
+    function that also runs before the engine exists (`self.online_net.load_state_dict(...)` in a
+    method `__init__` calls before the optimizer is built) reaches the module as `getattr(model,
+    "module", model)`: the plain module there, the engine's module after. `edited` holds how many
+    edits each node had before those steps: only theirs are replaced."""
+    names = aliases(ctx.index, site)
+    replaced = ctx.plan.replacements
+    for use in ctx.index.attributes:
+        added = len(replaced.get(use.node, ())) - edited.get(use.node, 0)
+        if added <= 0 or (use.owner, use.place.scope.name) not in names:
+            continue
+        if not runs_before_engine(ctx, use.place.stmt, site):
+            continue
+        del replaced[use.node][-added:]
+        ctx.plan.replace(use.node, partial(_owner_replaced, owner=_module_or_itself(ctx.code(use.node.value))))
 
 
 def _container_code(ctx: Context, engine: ModelOrdering) -> str:
@@ -569,9 +629,12 @@ def _gather_state_dicts(ctx: Context, site: ModelSite, through_engine: bool) -> 
     deepspeed = ctx.module_name("deepspeed")
     for read in model_state_dicts(ctx.index, site):
         variable = f"{read.owner.split('.')[-1]}_state"
-        module = f"{read.owner}.module" if through_engine else read.owner
+        early = through_engine and runs_before_engine(ctx, read.stmt, site)
+        module = _module_or_itself(read.owner) if early else f"{read.owner}.module" if through_engine else read.owner
+        why = comment_lines("this also runs before deepspeed.initialize, where the name still holds the module itself")
         gather = statements(
-            f"with {deepspeed}.zero.GatheredParameters(list({module}.parameters())):"
+            (why if early else "")
+            + f"with {deepspeed}.zero.GatheredParameters(list({module}.parameters())):"
             "  # ZeRO-3 shards the weights: every rank gathers\n"
             f"    {variable} = {{name: tensor.detach().cpu().clone() for name, tensor in {module}.state_dict().items()}}\n"
         )

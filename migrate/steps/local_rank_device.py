@@ -3,10 +3,12 @@ on a GPU node and in CPU CI alike.
 
 Setup calls `torch.cuda.set_device(local_rank)`, so a plain `"cuda"` already is the local rank's
 GPU: it is kept (checks such as `device == "cuda"` stay true), and gains a CPU fallback only where
-the script uses it unconditionally. A device the script numbers itself (`"cuda:0"`,
-`torch.device("cuda", args.gpu)`, `f"cuda:{args.gpu}"`, `device = 0`, `.cuda(args.gpu)`, `.to(0)`,
-`device="cuda:0"`, `map_location="cuda:0"`) would put every rank on that one GPU: it becomes
-`cuda:<local rank>`, or the CPU without CUDA. The script's own `torch.cuda.set_device(...)` goes
+the script uses it unconditionally (not inside `if torch.cuda.is_available() and ...:`). A device
+the script numbers itself (`"cuda:0"`, `torch.device("cuda", args.gpu)`, `f"cuda:{args.gpu}"`,
+`device = 0`, `.cuda(args.gpu)`, `.to(0)`, `device="cuda:0"`, `map_location="cuda:0"`) would put
+every rank on that one GPU: it becomes `cuda:<local rank>`, or the CPU without CUDA; a
+map_location never becomes a name the conversion keeps an index (`self.gpu = 0`): torch.load
+calls an int map_location (TypeError). The script's own `torch.cuda.set_device(...)` goes
 for the same reason (setup has set the device).
 
 Code that runs before setup (module-level constants when setup is in `main()`) reads the local
@@ -28,6 +30,7 @@ from migrate.analysis.devices import (
     is_plain_cuda,
     names_a_device,
     numbered_device_arguments,
+    runs_only_with_cuda,
     set_device_calls,
     torch_device_calls,
 )
@@ -50,10 +53,12 @@ def local_rank_device(ctx: Context) -> None:
         if positional and _is_device_name(ctx, positional[0], call.place.scope):
             target = positional[0]
         else:
-            target = expression(device_in(ctx, call.place.scope, call.place.stmt))
+            target = expression(device_in(ctx, call.place.scope, call.place.stmt, index_ok=True))
         ctx.plan.replace(call.node, partial(_cuda_to_to, device=target))
     for call, arg in numbered_device_arguments(ctx.index):
-        device = expression(device_in(ctx, call.place.scope, call.place.stmt))
+        # `.to(0)` and `device=` take an index; torch.load calls an int map_location (TypeError)
+        index_ok = arg.keyword is None or arg.keyword.value != "map_location"
+        device = expression(device_in(ctx, call.place.scope, call.place.stmt, index_ok=index_ok))
         ctx.plan.replace(arg, with_fields(value=device))
     _remove_set_device(ctx)
 
@@ -95,7 +100,8 @@ def _rewrite_device_value(ctx: Context, value: cst.BaseExpression, place: Place,
             elif isinstance(branch, cst.Call) and ctx.index.qualify(branch.func) == "torch.device":
                 _rewrite_device_value(ctx, branch, place, handled)
     elif is_plain_cuda(value):
-        ctx.plan.replace_with(value, expression(f'"cuda" if {available} else "cpu"'))
+        if not runs_only_with_cuda(ctx.index, place.stmt):
+            ctx.plan.replace_with(value, expression(f'"cuda" if {available} else "cpu"'))
     elif is_indexed_cuda(value):
         ctx.plan.replace_with(value, expression(f'{_cuda_of_rank(ctx, place.scope, place.stmt)} if {available} else "cpu"'))
     elif isinstance(value, cst.Call) and ctx.index.qualify(value.func) == "torch.device":
@@ -169,14 +175,17 @@ def _keep_blank_lines(ctx: Context, removed: cst.BaseStatement) -> None:
         ctx.plan.replace(following, lambda updated: updated.with_changes(leading_lines=leading))
 
 
-def device_in(ctx: Context, scope: Scope, stmt: cst.BaseStatement | None = None) -> str:
-    """A name (or expression) for this process's device as seen from `scope` (at `stmt`)."""
+def device_in(ctx: Context, scope: Scope, stmt: cst.BaseStatement | None = None, index_ok: bool = False) -> str:
+    """A name (or expression) for this process's device as seen from `scope` (at `stmt`). A name the
+    script binds to a bare index (`self.cuda_index = 0`, `gpu = 0 if ... else "cpu"` once
+    converted) is taken only with `index_ok` (`.to(...)` takes an index; torch.load's
+    map_location calls one: TypeError)."""
     index = ctx.index
     held = _held_device(ctx, scope)
-    if held is not None:
+    if held is not None and (index_ok or not _holds_an_index(ctx, held)):
         return held
     for binding in ctx.sites.device_bindings + _plain_device_bindings(ctx):
-        if "." in binding.target:
+        if "." in binding.target or (not index_ok and _holds_an_index(ctx, binding.target)):
             continue
         if binding.place.scope is scope or (binding.place.scope.is_module and binding.target not in scope.params):
             return binding.target
@@ -188,6 +197,19 @@ def device_in(ctx: Context, scope: Scope, stmt: cst.BaseStatement | None = None)
     if not before_setup and ctx.sees_setup_names(scope):
         return _setup_device(ctx)
     return f'{ctx.torch}.device({_cuda_of_rank(ctx, scope, stmt)} if {ctx.torch}.cuda.is_available() else "cpu")'
+
+
+def _holds_an_index(ctx: Context, target: str) -> bool:
+    """Whether some device binding of `target` gives it a bare index (`0`, or a branch of a
+    conditional), which the conversion keeps an index (the local rank)."""
+    for binding in ctx.sites.device_bindings:
+        value = binding.value
+        if binding.target != target or value is None:
+            continue
+        branches = (value.body, value.orelse) if isinstance(value, cst.IfExp) else (value,)
+        if any(is_int_literal(branch) for branch in branches):
+            return True
+    return False
 
 
 def _held_device(ctx: Context, scope: Scope) -> str | None:

@@ -61,3 +61,15 @@ def test_a_script_that_loads_nothing_is_left_as_it_is() -> None:
     result = run_step(load_map_location, script)
     assert result.text == result.source
     assert result.findings == ()
+
+
+def test_a_checkpoint_read_through_a_name_goes_to_the_device_and_a_data_file_stays_where_it_was_saved() -> None:
+    # `ckpt` reaches load_state_dict: mapped; the data file's tensors are the CPU tensors the
+    # script reads (`.numpy()` on a GPU tensor fails): left as they are
+    script = SCRIPT.replace(
+        '    model.load_state_dict(torch.load("pretrained.pt"))\n',
+        '    ckpt = torch.load("pretrained.pt")\n    model.load_state_dict(ckpt["model"])\n'
+        '    features, labels = torch.load("table.pt")\n    print(features.numpy().mean())\n')
+    result = run_step(load_map_location, script)
+    assert result.added == ['    ckpt = torch.load("pretrained.pt", map_location=device)']
+    assert '    features, labels = torch.load("table.pt")\n' in result.text
