@@ -39,9 +39,9 @@ from __future__ import annotations
 import math
 import os
 import string
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import libcst as cst
 
@@ -55,16 +55,17 @@ from migrate.records import InputError
 from migrate.sources import printable, read
 
 MAX_DEPTH = 16  # classes within classes, names followed within names
-Value = int | float | bool | str | tuple | None  # a dict is a Mapping (a tuple of its items)
+# a dict is a Mapping (a tuple of its items); complex and bytes: a literal `1j`, `b"..."`
+Value = int | float | complex | bool | str | bytes | tuple["Value", ...] | None
 
 
-class Mapping(tuple):  # type: ignore[type-arg]  # its items are (Value, Value) pairs, and Value names Mapping: the recursion cannot be spelled
+class Mapping(tuple[tuple[Value, Value], ...]):
     """A dict the count read (`{"emb_dim": 768}`): its items, in order; hashable, like every Value."""
 
     def get_item(self, key: Value) -> Value:
         for known, value in self:
             if known == key:
-                return value  # type: ignore[no-any-return]  # an item of the bare tuple above
+                return value
         raise KeyError(key)
 
     def keys(self) -> tuple[Value, ...]:
@@ -105,14 +106,20 @@ class _Sized:
         self.largest = max(self.largest, other.largest)
 
 
-class _Arguments(dict):  # type: ignore[type-arg]  # values are a Value or the _Unknown that __getitem__ raises
+class _Arguments(dict[str, "Value | _Unknown"]):
     """A layer's arguments by name; reading one whose value is unknown raises why."""
 
     def __getitem__(self, key: str) -> Value:
         found = super().__getitem__(key)
         if isinstance(found, _Unknown):
             raise found
-        return found  # type: ignore[no-any-return]  # a value of the bare dict above, _Unknown ruled out
+        return found
+
+
+class _Read(Protocol):
+    """What a layer's formula reads its arguments from: _Arguments, or a plain dict of Values."""
+
+    def __getitem__(self, key: str, /) -> Value: ...
 
 
 class _Unknown(Exception):
@@ -142,7 +149,7 @@ class _Frame:
     """One class's `__init__` being read: its file, the names bound so far, the statement being read."""
 
     file: _File
-    env: dict[str, Value]
+    env: dict[str, Value | _Unknown]  # a name bound to why its value is unknown raises that where it is read
     owner: str  # the class's name, for naming unsized layers
     stmt: cst.CSTNode
     depth: int = 0
@@ -242,6 +249,7 @@ class _Counter:
             if isinstance(element, cst.StarredDictElement):
                 found.update(_as_mapping(element, self.value(element.value, frame)))
             else:
+                assert isinstance(element, cst.DictElement)  # the other kind of element
                 found[self.value(element.key, frame)] = self.value(element.value, frame)
         return Mapping(found.items())
 
@@ -252,15 +260,16 @@ class _Counter:
         if loop.inner_for_in is not None or loop.ifs:
             raise _Unknown(expr, "a comprehension with several `for`s or an `if`")
         found: list[Value] = []
+        pairs: list[tuple[Value, Value]] = []  # a dict comprehension's
         for item in _sequence(loop.iter, self.value(loop.iter, frame)):
             inner = _Frame(frame.file, {**frame.env, **_unpacked(loop.target, item)}, frame.owner, frame.stmt,
                            frame.depth + 1)
             if isinstance(expr, cst.DictComp):
-                found.append((self.value(expr.key, inner), self.value(expr.value, inner)))
+                pairs.append((self.value(expr.key, inner), self.value(expr.value, inner)))
             else:
                 found.append(self.value(expr.elt, inner))
         if isinstance(expr, cst.DictComp):
-            return Mapping(dict(found).items())  # type: ignore[arg-type]  # a dict comprehension's values are (key, value) pairs
+            return Mapping(dict(pairs).items())
         return tuple(dict.fromkeys(found)) if isinstance(expr, cst.SetComp) else tuple(found)
 
     def subscripted(self, expr: cst.Subscript, frame: _Frame) -> Value:
@@ -307,8 +316,8 @@ class _Counter:
         if spelled in ("True", "False", "None"):
             return {"True": True, "False": False, "None": None}[spelled]
         qualified = frame.file.index.qualify(expr) or ""
-        if qualified.startswith("string.") and isinstance(getattr(string, qualified[7:], None), str):
-            return getattr(string, qualified[7:])  # type: ignore[no-any-return]  # a str, tested just above
+        if qualified.startswith("string.") and isinstance(constant := getattr(string, qualified[7:], None), str):
+            return constant
         scope = frame.file.scope(frame.stmt)
         if scope is None or spelled.startswith("self."):
             raise _Unknown(expr, f"`{spelled}` is not known")
@@ -335,7 +344,7 @@ class _Counter:
             raise _Unknown(call, f"`{_code(call.func)}(...)` is not a value this count can read")
         arguments = [self.value(arg.value, frame) for arg in call.args]
         try:
-            return functions[name](*arguments)  # type: ignore[operator,no-any-return]  # the builtins table mixes signatures; each returns a Value
+            return functions[name](*arguments)
         except (TypeError, ValueError) as error:
             raise _Unknown(call, str(error)) from None
 
@@ -426,15 +435,16 @@ class _Counter:
         makers = ("torch.randn", "torch.rand", "torch.zeros", "torch.ones", "torch.empty", "torch.Tensor")
         if not isinstance(inner, cst.Call) or frame.file.index.qualify(inner.func) not in makers:
             raise _Unknown(call, "a parameter whose shape this count cannot read")
-        shape: list[int] = []
+        shape: list[Value] = []
         for arg in inner.args:
             if arg.keyword is not None:
                 continue
             found = self.value(arg.value, frame)
-            shape += list(found) if isinstance(found, tuple) else [found]  # type: ignore[list-item]  # a size is a Value; _size checks each
-        if not all(isinstance(n, int) and not isinstance(n, bool) for n in shape):
+            shape += list(found) if isinstance(found, tuple) else [found]
+        sizes = [n for n in shape if isinstance(n, int) and not isinstance(n, bool)]
+        if len(sizes) != len(shape):
             raise _Unknown(call, "a parameter whose shape this count cannot read")
-        count = math.prod(shape)
+        count = math.prod(sizes)
         return _Sized(count, count)
 
     def torch_layer(self, call: cst.Call, kind: str, frame: _Frame) -> _Sized:
@@ -463,7 +473,7 @@ class _Counter:
             raise _Unknown(call, f"`nn.{kind}`: {error}") from None
 
     def own_class(self, call: cst.Call, cls: cst.ClassDef, file: _File, frame: _Frame,
-                  env: dict[str, Value] | None = None) -> _Sized:
+                  env: dict[str, Value | _Unknown] | None = None) -> _Sized:
         """A class of the script's: its `__init__` read with the call's arguments bound."""
         if frame.depth > MAX_DEPTH:
             raise _Unknown(call, "classes nested too deep")
@@ -488,11 +498,12 @@ class _Counter:
                 return self.own_class(built, *located, inner if call is not None else outer)
         return _Sized()
 
-    def arguments(self, call: cst.Call, init: cst.FunctionDef, outer: _Frame, inner: _Frame) -> dict[str, Value]:
+    def arguments(self, call: cst.Call, init: cst.FunctionDef, outer: _Frame,
+                  inner: _Frame) -> dict[str, Value | _Unknown]:
         """The `__init__` parameters the call binds, then their defaults. One whose value is unknown (or
         that the call does not give) is bound to why: never read from another caller of the class."""
         params = [p for p in init.params.params if p.name.value != "self"] + list(init.params.kwonly_params)
-        env: dict[str, Value] = {}
+        env: dict[str, Value | _Unknown] = {}
         positional = [arg for arg in call.args if arg.keyword is None and not arg.star]
         for param, arg in zip(init.params.params[1:], positional):
             self.bind(env, param.name.value, arg.value, outer)
@@ -507,11 +518,11 @@ class _Counter:
                 env[param.name.value] = _Unknown(param, "handed in with * or **" if spread else "not given by the call")
         return env
 
-    def bind(self, env: dict[str, Value], name: str, expr: cst.BaseExpression, frame: _Frame) -> None:
+    def bind(self, env: dict[str, Value | _Unknown], name: str, expr: cst.BaseExpression, frame: _Frame) -> None:
         try:
             env[name] = self.value(expr, frame)
         except _Unknown as unknown:
-            env[name] = unknown  # type: ignore[assignment]  # raised only if a layer reads it (named_value)
+            env[name] = unknown  # raised only if a layer reads it (named_value)
 
     # -- which construction ----------------------------------------------------------------------
 
@@ -557,7 +568,8 @@ class _Counter:
 
     # -- statements of __init__ ------------------------------------------------------------------
 
-    def block(self, body: list[cst.BaseStatement], frame: _Frame, sized: _Sized, own: _Sized, outer: _Frame) -> None:
+    def block(self, body: Sequence[cst.BaseStatement | cst.BaseSmallStatement], frame: _Frame, sized: _Sized, own: _Sized,
+              outer: _Frame) -> None:
         for stmt in body:
             frame.stmt = stmt
             if isinstance(stmt, cst.SimpleStatementLine):
@@ -694,9 +706,11 @@ def _unary(expr: cst.UnaryOperation, operand: Value) -> Value:
     raise _Unknown(expr, f"`{_code(expr)}` is not a value this count can read")
 
 
-BINARY = {cst.Add: lambda a, b: a + b, cst.Subtract: lambda a, b: a - b, cst.Multiply: lambda a, b: a * b,
-          cst.Divide: lambda a, b: a / b, cst.FloorDivide: lambda a, b: a // b, cst.Modulo: lambda a, b: a % b,
-          cst.Power: lambda a, b: a ** b}
+# two numbers, or two strings or tuples for `+` (_binary checks): what the lambdas are handed
+BINARY: dict[type[cst.BaseBinaryOp], Callable[[Any, Any], Value]] = {
+    cst.Add: lambda a, b: a + b, cst.Subtract: lambda a, b: a - b, cst.Multiply: lambda a, b: a * b,
+    cst.Divide: lambda a, b: a / b, cst.FloorDivide: lambda a, b: a // b, cst.Modulo: lambda a, b: a % b,
+    cst.Power: lambda a, b: a ** b}
 
 
 def _binary(expr: cst.BinaryOperation, left: Value, right: Value) -> Value:
@@ -704,19 +718,21 @@ def _binary(expr: cst.BinaryOperation, left: Value, right: Value) -> Value:
     numbers = all(isinstance(v, (int, float)) for v in (left, right))
     if operation is None or not numbers and not isinstance(expr.operator, cst.Add):
         raise _Unknown(expr, f"`{_code(expr)}` is not a value this count can read")
-    if isinstance(expr.operator, cst.Power) and abs(right) > 64:  # type: ignore[arg-type]  # `numbers` above holds: an int or float
+    # `numbers` holds for a power: right is an int or float
+    if isinstance(expr.operator, cst.Power) and isinstance(right, (int, float)) and abs(right) > 64:
         raise _Unknown(expr, f"`{_code(expr)}` is too large")
     try:
-        return operation(left, right)  # type: ignore[no-any-return]  # the operator module is typed loosely (Any)
+        return operation(left, right)
     except (TypeError, ZeroDivisionError, OverflowError) as error:
         raise _Unknown(expr, str(error)) from None
 
 
-COMPARE = {cst.Equal: lambda a, b: a == b, cst.NotEqual: lambda a, b: a != b, cst.LessThan: lambda a, b: a < b,
-           cst.LessThanEqual: lambda a, b: a <= b, cst.GreaterThan: lambda a, b: a > b,
-           cst.GreaterThanEqual: lambda a, b: a >= b, cst.Is: lambda a, b: a == b and type(a) is type(b),
-           cst.IsNot: lambda a, b: not (a == b and type(a) is type(b)),
-           cst.In: lambda a, b: a in _members(b), cst.NotIn: lambda a, b: a not in _members(b)}
+COMPARE: dict[type[cst.BaseCompOp], Callable[[Any, Any], bool]] = {
+    cst.Equal: lambda a, b: a == b, cst.NotEqual: lambda a, b: a != b, cst.LessThan: lambda a, b: a < b,
+    cst.LessThanEqual: lambda a, b: a <= b, cst.GreaterThan: lambda a, b: a > b,
+    cst.GreaterThanEqual: lambda a, b: a >= b, cst.Is: lambda a, b: a == b and type(a) is type(b),
+    cst.IsNot: lambda a, b: not (a == b and type(a) is type(b)),
+    cst.In: lambda a, b: a in _members(b), cst.NotIn: lambda a, b: a not in _members(b)}
 MAX_ITEMS = 100_000  # the longest sequence a count builds (`range(n)` in a comprehension)
 
 
@@ -742,7 +758,7 @@ def _as_mapping(node: cst.CSTNode, value: Value) -> Mapping:
     return value
 
 
-def _unpacked(target: cst.BaseAssignTargetExpression, item: Value) -> dict[str, Value]:
+def _unpacked(target: cst.BaseExpression, item: Value) -> dict[str, Value]:
     """The names a comprehension's `for i, (a, b) in ...` binds for one item."""
     if isinstance(target, cst.Name):
         return {target.value: item}
@@ -750,7 +766,7 @@ def _unpacked(target: cst.BaseAssignTargetExpression, item: Value) -> dict[str, 
             and len(item) == len(target.elements):
         bound: dict[str, Value] = {}
         for element, part in zip(target.elements, item):
-            bound.update(_unpacked(element.value, part))  # type: ignore[arg-type]  # an item of a tuple Value is a Value
+            bound.update(_unpacked(element.value, part))
         return bound
     raise _Unknown(target, f"`{_code(target)}` is not a target this count can read")
 
@@ -784,10 +800,12 @@ def _walked(function: Callable[[Any], Iterable[Value]]) -> Callable[..., tuple[V
     return call
 
 
-FUNCTIONS = {"len": len, "min": min, "max": max, "int": int, "abs": abs, "round": round, "sum": sum,
-             "math.prod": math.prod, "math.ceil": math.ceil, "math.floor": math.floor,
-             "list": _walked(list), "tuple": _walked(tuple), "sorted": _walked(sorted), "enumerate": _walked(enumerate),
-             "set": _walked(dict.fromkeys), "reversed": _walked(reversed)}
+# the builtins a count calls: each takes Values (a wrong one raises TypeError) and returns a Value
+FUNCTIONS: dict[str, Callable[..., Value]] = {
+    "len": len, "min": min, "max": max, "int": int, "abs": abs, "round": round, "sum": sum,
+    "math.prod": math.prod, "math.ceil": math.ceil, "math.floor": math.floor,
+    "list": _walked(list), "tuple": _walked(tuple), "sorted": _walked(sorted), "enumerate": _walked(enumerate),
+    "set": _walked(dict.fromkeys), "reversed": _walked(reversed)}
 
 
 def _unmoved(expr: cst.BaseExpression) -> cst.BaseExpression:
@@ -833,6 +851,7 @@ def _statements(suite: cst.BaseSuite) -> list[cst.BaseStatement]:
     """The statements of an indented block, or of `if x: a; b` on one line (as one statement line)."""
     if isinstance(suite, cst.SimpleStatementSuite):
         return [cst.SimpleStatementLine(body=suite.body)]
+    assert isinstance(suite, cst.IndentedBlock)  # the other kind of suite
     return list(suite.body)
 
 
@@ -895,22 +914,22 @@ def _kernel(value: Value, dims: int) -> int:
     return math.prod(sizes) if len(sizes) > 1 else sizes[0] ** dims
 
 
-def _linear(a: dict[str, Value]) -> tuple[int, int]:
+def _linear(a: _Read) -> tuple[int, int]:
     n = _size(a["in_features"]) * _size(a["out_features"]) + (_size(a["out_features"]) if a["bias"] else 0)
     return n, n
 
 
-def _bilinear(a: dict[str, Value]) -> tuple[int, int]:
+def _bilinear(a: _Read) -> tuple[int, int]:
     out = _size(a["out_features"])
     n = out * _size(a["in1_features"]) * _size(a["in2_features"]) + (out if a["bias"] else 0)
     return n, n
 
 
-Formula = Callable[[dict[str, Value]], tuple[int, int]]  # (parameters, the most one module of it holds itself)
+Formula = Callable[[_Read], tuple[int, int]]  # (parameters, the most one module of it holds itself)
 
 
 def _conv(dims: int, transposed: bool) -> Formula:
-    def formula(a: dict[str, Value]) -> tuple[int, int]:
+    def formula(a: _Read) -> tuple[int, int]:
         inputs, outputs, groups = _size(a["in_channels"]), _size(a["out_channels"]), _size(a["groups"])
         per = inputs * (outputs // groups) if transposed else outputs * (inputs // groups)
         n = per * _kernel(a["kernel_size"], dims) + (outputs if a["bias"] else 0)
@@ -918,26 +937,26 @@ def _conv(dims: int, transposed: bool) -> Formula:
     return formula
 
 
-def _embedding(a: dict[str, Value]) -> tuple[int, int]:
+def _embedding(a: _Read) -> tuple[int, int]:
     n = _size(a["num_embeddings"]) * _size(a["embedding_dim"])
     return n, n
 
 
-def _layer_norm(a: dict[str, Value]) -> tuple[int, int]:
+def _layer_norm(a: _Read) -> tuple[int, int]:
     size = math.prod(_shape(a["normalized_shape"]))
     n = (size + (size if a["bias"] else 0)) if a["elementwise_affine"] else 0
     return n, n
 
 
 def _norm(channels: str, affine: str) -> Formula:
-    def formula(a: dict[str, Value]) -> tuple[int, int]:
+    def formula(a: _Read) -> tuple[int, int]:
         n = 2 * _size(a[channels]) if a[affine] else 0
         return n, n
     return formula
 
 
 def _recurrent(gates: int) -> Formula:
-    def formula(a: dict[str, Value]) -> tuple[int, int]:
+    def formula(a: _Read) -> tuple[int, int]:
         if a["proj_size"]:
             raise ValueError("proj_size is not counted")
         inputs, hidden, layers = _size(a["input_size"]), _size(a["hidden_size"]), _size(a["num_layers"])
@@ -950,7 +969,7 @@ def _recurrent(gates: int) -> Formula:
     return formula
 
 
-def _attention(a: dict[str, Value]) -> tuple[int, int]:
+def _attention(a: _Read) -> tuple[int, int]:
     embed = _size(a["embed_dim"])
     kdim = embed if a["kdim"] is None else _size(a["kdim"])
     vdim = embed if a["vdim"] is None else _size(a["vdim"])
@@ -960,7 +979,7 @@ def _attention(a: dict[str, Value]) -> tuple[int, int]:
 
 
 def _transformer_layer(decoder: bool) -> Formula:
-    def formula(a: dict[str, Value]) -> tuple[int, int]:
+    def formula(a: _Read) -> tuple[int, int]:
         d, ff, bias = _size(a["d_model"]), _size(a["dim_feedforward"]), bool(a["bias"])
         attention = _attention({"embed_dim": d, "kdim": None, "vdim": None, "bias": bias, "add_bias_kv": False})
         feed_forward = [d * ff + (ff if bias else 0), ff * d + (d if bias else 0)]
@@ -974,10 +993,11 @@ def _transformer_layer(decoder: bool) -> Formula:
 CONV = ("in_channels", "out_channels", "kernel_size", "stride", "padding", "dilation", "groups", "bias")
 CONV_T = ("in_channels", "out_channels", "kernel_size", "stride", "padding", "output_padding", "groups", "bias")
 RNN = ("input_size", "hidden_size", "num_layers", "bias", "batch_first", "dropout", "bidirectional", "proj_size")
-RNN_DEFAULTS = {"num_layers": 1, "bias": True, "batch_first": False, "dropout": 0.0, "bidirectional": False,
-                "proj_size": 0}
+RNN_DEFAULTS: dict[str, Value] = {"num_layers": 1, "bias": True, "batch_first": False, "dropout": 0.0,
+                                  "bidirectional": False, "proj_size": 0}
 NORM = ("num_features", "eps", "momentum", "affine")
-CONV_DEFAULTS = {"stride": 1, "padding": 0, "output_padding": 0, "dilation": 1, "groups": 1, "bias": True}
+CONV_DEFAULTS: dict[str, Value] = {"stride": 1, "padding": 0, "output_padding": 0, "dilation": 1, "groups": 1,
+                                   "bias": True}
 SIGNATURES: dict[str, tuple[tuple[str, ...], dict[str, Value]]] = {
     "Linear": (("in_features", "out_features", "bias"), {"bias": True}),
     "Bilinear": (("in1_features", "in2_features", "out_features", "bias"), {"bias": True}),

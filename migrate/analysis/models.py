@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import TypeGuard
 
 import libcst as cst
 
@@ -69,7 +70,7 @@ def forward_spellings(index: ScriptIndex, training: set[str]) -> dict[str, Scope
 
 def _bound_to_non_module(index: ScriptIndex, name: str, losses: bool = True) -> bool:
     """A lambda, a partial, a functional, or (with `losses`) a `...Loss()`."""
-    known = index.memo("bound_to_non_module")
+    known: dict[tuple[str, bool], bool] = index.memo("bound_to_non_module")
     if (name, losses) not in known:
         known[(name, losses)] = _binds_non_module(index, name, losses)
     return known[(name, losses)]
@@ -339,14 +340,17 @@ def requires_grad_switches(index: ScriptIndex, node: cst.CSTNode, names: set[str
     for switch_node, stmt in index.derived("switches_under", lambda: _switches_under(index)).get(id(node), []):
         if isinstance(switch_node, cst.For):
             owner = _parameters_owner(switch_node, names)
-            states = [state for n in descendants(switch_node.body) if (state := _switched_to(n)) != "none"]
+            # _switched_to gives "none", a str, for a node that switches nothing
+            states = [state for n in descendants(switch_node.body) if not isinstance(state := _switched_to(n), str)]
             if owner is not None and states:
                 found.append(Switch(switch_node, owner, states[0] if len(set(states)) == 1 else None, stmt))
             continue
         owner = base_spelling(_switched_value(switch_node))
         if _part_of_any(owner, names) and not any(isinstance(s.node, cst.For) and contains(s.node, lambda n: n is switch_node)
                                                   for s in found):
-            found.append(Switch(switch_node, owner, _switched_to(switch_node), stmt))
+            on = _switched_to(switch_node)
+            assert not isinstance(on, str)  # never "none": _switches_under keeps only switches
+            found.append(Switch(switch_node, owner, on, stmt))
     return found
 
 
@@ -427,11 +431,11 @@ def _parameters_owner(loop: cst.For, names: set[str]) -> str | None:
     return None
 
 
-def _part_of_any(spelled: str | None, names: set[str]) -> bool:
+def _part_of_any(spelled: str | None, names: set[str]) -> TypeGuard[str]:
     return spelled is not None and any(spelled == n or spelled.startswith(n + ".") for n in names)
 
 
-def replaces_part(stmt: cst.BaseStatement, spelling: str) -> bool:
+def replaces_part(stmt: cst.CSTNode, spelling: str) -> bool:
     """`model.head = nn.Linear(...)`: a part of the model built anew."""
     return contains(stmt, lambda node: isinstance(node, cst.AssignTarget) and (spell(node.target) or "").startswith(spelling + ".")
                     and (spell(node.target) or "").count(".") == spelling.count(".") + 1)
@@ -473,7 +477,7 @@ def _data_parallel_statements(index: ScriptIndex, spelling: str) -> list[cst.Bas
     return found
 
 
-def _only_prints(stmt: cst.BaseStatement) -> bool:
+def _only_prints(stmt: cst.BaseStatement | cst.BaseSmallStatement) -> bool:
     return isinstance(stmt, cst.SimpleStatementLine) and all(
         isinstance(s, cst.Expr) and isinstance(s.value, cst.Call) and spell(s.value.func) in ("print", "logging.info", "logger.info")
         for s in stmt.body
@@ -664,8 +668,8 @@ def _returned_to(index: ScriptIndex, site: ModelSite) -> set[tuple[str, str]]:
     if site.scope.is_module:
         return set()
     in_order = {(h.name, id(h.call.node)) for h, _held in _handed_back_in_order(index, site)}
-    positions = {_returned_position(r.value, site.spelling) for r in index.returns_under(site.scope.node) if r.value}
-    positions.discard(None)
+    returned = (_returned_position(r.value, site.spelling) for r in index.returns_under(site.scope.node) if r.value)
+    positions = {position for position in returned if position is not None}
     found: set[tuple[str, str]] = set()
     for call in calls_of(index, site.scope):
         stmt = call.place.stmt
@@ -688,7 +692,7 @@ def _handed_back_in_order(index: ScriptIndex, site: ModelSite) -> list[tuple[Han
     """The callers' names for the model `site` returns that the caller binds again in straight-line
     code (trained.rebound_in_order), each with the ids of the statements where it still holds the
     returned model (the call's, the reads before the new binding, and the statements inside them)."""
-    known = index.memo("handed_back_in_order")
+    known: dict[ModelSite, list[tuple[HandedBack, set[int]]]] = index.memo("handed_back_in_order")
     if site not in known:
         known[site] = [] if site.scope.is_module else [
             (h, statements_within(index, [h.call.place.stmt, *h.reads]))
@@ -761,7 +765,9 @@ def is_after(index: ScriptIndex, stmt: cst.BaseStatement, site: ModelSite, seen:
     after = at >= position if site.wrap_before is not None else at > position
     if after or not isinstance(top, cst.FunctionDef) or id(top) in seen:
         return after
-    function = index.scope_of.get(top.body.body[0]) if top.body.body else None
+    first = top.body.body[0] if top.body.body else None
+    # the first of a one-line body (`def f(): return x`) is a small statement, which has no scope
+    function = index.scope_of.get(first) if isinstance(first, cst.BaseStatement) else None
     callers = calls_of(index, function) if function is not None and function.node is top else []
     return any(is_after(index, call.place.stmt, site, seen | {id(top)}) for call in callers)
 
@@ -789,7 +795,7 @@ NOT_COMPUTATION = frozenset(
 
 
 # An explanation: text, with nodes standing for "line N" of the script where they are.
-Explanation = list
+Explanation = list[str | cst.CSTNode]
 
 
 # Why a module trained through another method cannot be converted, as a wrapper's target says it;
@@ -824,8 +830,8 @@ def unwrappable(index: ScriptIndex, training: set[str], stepped: list[Stepped], 
         return _not_called(index, reached, owners[0], None)
     module_call = _module_method_call(index, reached)
     if module_call is not None:
-        owner, use = module_call
-        return [f"`{owner}` is called only through `{owner}.{use.node.attr.value}(...)` (line ", use.node, "), not through "
+        called, use = module_call
+        return [f"`{called}` is called only through `{called}.{use.node.attr.value}(...)` (line ", use.node, "), not through "
                 f"its forward(): {ONLY_FORWARD}; route the training "
                 "computation through forward(); the file is left unchanged"], use.node
     if index.local_modules:  # a program: the script and the modules of its project (analysis.program)
@@ -964,10 +970,10 @@ def foreign_reads(folder: str, qualified: str, position: int | None, keyword: st
     param = _parameter(function, position, keyword)
     if param is None:
         return None
-    read = sorted({node.attr.value for node in descendants(function.body)
-                   if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name)
-                   and node.value.value == param and node.attr.value not in safe})
-    return ForeignReads(path, name, param, tuple(read)) if read else None
+    reads = sorted({node.attr.value for node in descendants(function.body)
+                    if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name)
+                    and node.value.value == param and node.attr.value not in safe})
+    return ForeignReads(path, name, param, tuple(reads)) if reads else None
 
 
 def _module_function(text: str | None, name: str) -> cst.FunctionDef | None:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Literal
 
 import libcst as cst
 
@@ -45,7 +46,7 @@ MODULE_TYPES = ("torch.nn.Module", "torch.nn.modules.module.Module", "torch.Tens
 
 # A root: ("binding", id of the statement that builds it, its target) or ("class", name) for `self` inside
 # a class, or ("name", spelling, scope) when nothing in this file builds it.
-Root = tuple
+Root = tuple[Literal["binding"], int, str] | tuple[Literal["class"], str] | tuple[Literal["name"], str, str]
 
 
 @dataclass(eq=False)
@@ -135,7 +136,7 @@ def _held(index: ScriptIndex, expr: cst.BaseExpression, scope: Scope, depth: int
     owners = [
         Owner(owner, scope, call)
         for call in calls_in(expr)
-        if _is_parameters_call(call) and (owner := spell(call.func.value)) is not None
+        if isinstance(call.func, cst.Attribute) and _is_parameters_call(call) and (owner := spell(call.func.value)) is not None
     ]
     if depth >= MAX_DEPTH:
         return owners
@@ -150,14 +151,15 @@ def _grown(index: ScriptIndex, name: str, scope: Scope) -> list[Owner]:
     """`params += list(m.parameters())`, `params.extend(m.parameters())` in the same scope."""
     owners: list[Owner] = []
     for value in _grown_values(index, scope).get(name, ()):
-        owners.extend(Owner(o, scope, c) for c in calls_in(value) if _is_parameters_call(c) and (o := spell(c.func.value)))
+        owners.extend(Owner(o, scope, c) for c in calls_in(value)
+                      if isinstance(c.func, cst.Attribute) and _is_parameters_call(c) and (o := spell(c.func.value)))
     return owners
 
 
 def _grown_values(index: ScriptIndex, scope: Scope) -> dict[str, list[cst.CSTNode]]:
     """Name -> what `name += ...` / `name.extend(...)` / `name.append(...)` add to it in `scope`
     (one walk of the scope, kept for every name asked about)."""
-    known = index.memo("grown_values")
+    known: dict[Scope, dict[str, list[cst.CSTNode]]] = index.memo("grown_values")
     if scope not in known:
         found: dict[str, list[cst.CSTNode]] = {}
         for node in descendants(scope.node):
@@ -283,7 +285,9 @@ def returned_element(index: ScriptIndex, binding: Binding, depth: int = 0,
         return []
     _call, callee, position = unpacked
     assert isinstance(binding.node, cst.Assign)
-    size = len(binding.node.targets[0].target.elements)
+    target = binding.node.targets[0].target
+    assert isinstance(target, (cst.Tuple, cst.List))  # unpacked_call above held it to one
+    size = len(target.elements)
     returns = _own_returns(callee.node)
     found: list[tuple[cst.BaseExpression, Scope]] = []
     for each in returns:
@@ -439,7 +443,7 @@ def _root(index: ScriptIndex, spelling: str, scope: Scope) -> Root:
 
 def _earlier_binding(index: ScriptIndex, binding: Binding) -> Binding | None:
     """The binding of the same name in the same scope (or class) just before this one."""
-    earlier = index.memo("earlier_binding")
+    earlier: dict[Binding, Binding | None] = index.memo("earlier_binding")
     if binding not in earlier:
         _note_earlier_bindings(index, binding.target, earlier)
     return earlier[binding]
@@ -514,15 +518,17 @@ def constructed_class(index: ScriptIndex, binding: Binding | None) -> str | None
     return name if name in index.classes else None
 
 
-def binding_of_root(index: ScriptIndex, key: Root) -> Binding | None:
+def binding_of_root(index: ScriptIndex, key: Root | tuple[object, ...]) -> Binding | None:
     if key[0] != "binding":
         return None
-    by_node = index.derived("binding_of_root", lambda: {(id(b.node), b.target): b for b in reversed(index.bindings)})
+    by_node: dict[tuple[object, object], Binding] = index.derived(
+        "binding_of_root", lambda: {(id(b.node), b.target): b for b in reversed(index.bindings)})
     return by_node.get((key[1], key[2]))
 
 
-def same_module(index: ScriptIndex, a: Root, b: Root) -> bool:
-    """Equal roots, or `self` of a class and a construction of that class."""
+def same_module(index: ScriptIndex, a: Root | tuple[object, ...], b: Root | tuple[object, ...]) -> bool:
+    """Equal roots, or `self` of a class and a construction of that class (a caller may hold a
+    root as a plain `tuple[object, ...]`)."""
     if a == b:
         return True
     for one, other in ((a, b), (b, a)):
@@ -643,7 +649,7 @@ def untrained(index: ScriptIndex, spelling: str, scope: Scope, binding: Binding,
         if method == "load_state_dict" and receiver == home and call.node.args:
             source = next((c for c in calls_in(call.node.args[0].value) if isinstance(c.func, cst.Attribute)
                            and c.func.attr.value == "state_dict"), None)
-            if source is not None and spell(source.func.value) not in (None, home):
+            if source is not None and isinstance(source.func, cst.Attribute) and spell(source.func.value) not in (None, home):
                 return "copied from another module"
     loops = index.memo("for_loops")
     if "all" not in loops:
@@ -669,12 +675,13 @@ def _under_no_grad(index: ScriptIndex, call: CallSite) -> bool:
 
 def _parameters_of(expr: cst.BaseExpression, home: str) -> bool:
     """`home.parameters()`, or `zip(a.parameters(), home.parameters())`."""
-    return any(_is_parameters_call(c) and spell(c.func.value) == home for c in calls_in(expr))
+    return any(isinstance(c.func, cst.Attribute) and _is_parameters_call(c) and spell(c.func.value) == home
+               for c in calls_in(expr))
 
 
 def _owners_in_file(index: ScriptIndex) -> list[Owner]:
     """The modules any optimizer of this file holds, as far as they can be traced."""
-    known = index.memo("owners_in_file")
+    known: dict[str, list[Owner]] = index.memo("owners_in_file")
     if "all" not in known:
         owners: list[Owner] = []
         for call in index.calls:

@@ -43,6 +43,7 @@ during backward.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
 
 import libcst as cst
@@ -494,7 +495,7 @@ def _wrap(ctx: Context, optimizer: Wrapped, several: bool, loaded: bool) -> None
                                                    + _owner_broadcasts(ctx, optimizer)))
         else:
             wrapped = expression(f"{hvd}.DistributedOptimizer(__built__{arguments})")
-            ctx.plan.replace(built, lambda updated, w=wrapped: _filled(w, updated))
+            ctx.plan.replace(built, functools.partial(_filled, wrapped))
     accumulation = f" (backward_passes_per_step={optimizer.passes})" if optimizer.passes else ""
     state = ("its state is broadcast from rank 0 after the script loads it" if loaded else
              "its state is not broadcast: a fresh optimizer holds none, and hvd.broadcast_optimizer_state would create "

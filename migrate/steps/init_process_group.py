@@ -24,6 +24,7 @@ import libcst as cst
 from migrate.analysis.index import child_nodes, descendants
 from migrate.analysis.sites import Entry
 from migrate.analysis.trained import caller_teardown
+from migrate.rewrite import leading_lines
 from migrate.runtime import Runtime
 from migrate.steps.base import Context, expression, statement, statements
 
@@ -59,8 +60,8 @@ def insert_setup(ctx: Context, new: list[cst.BaseStatement]) -> None:
     assert entry is not None
     if entry.setup_before is not None and entry.block.body.index(entry.setup_before) == 0:
         # at the top of a block: no blank line opening it, one between setup and the user's code
-        new[0] = new[0].with_changes(leading_lines=new[0].leading_lines[1:])
-        if not entry.setup_before.leading_lines:
+        new[0] = new[0].with_changes(leading_lines=leading_lines(new[0])[1:])
+        if not leading_lines(entry.setup_before):
             ctx.plan.replace(entry.setup_before, lambda updated: updated.with_changes(leading_lines=[cst.EmptyLine(indent=False)]))
     if entry.setup_before is not None:
         ctx.plan.insert_before(entry.setup_before, new)

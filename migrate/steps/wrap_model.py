@@ -169,7 +169,7 @@ def remove_data_parallel(ctx: Context, site: ModelSite, loads: list[int] | None 
             continue  # the `if` that held it is gone whole
         wrap = _data_parallel_call(ctx, stmt)
         inner = wrap.args[0].value if wrap is not None and wrap.args else None
-        if inner is not None and spell(inner) != site.spelling:
+        if wrap is not None and inner is not None and spell(inner) != site.spelling:
             ctx.plan.replace_with(wrap, inner)  # `model = DataParallel(Net())` keeps `model = Net()`
         else:
             _remove_wrap(ctx, stmt, wrap)
@@ -370,6 +370,7 @@ def _remove_wrap(ctx: Context, stmt: cst.BaseStatement, wrap: cst.Call | None) -
     if holder is None or alone and isinstance(stmt, cst.If) and stmt.orelse is None:
         ctx.plan.remove(stmt)
     else:
+        assert wrap is not None  # the holder was found from it
         ctx.plan.remove_part(stmt, wrap)
 
 
@@ -382,6 +383,7 @@ def _drop_emptied_else(ctx: Context, stmt: cst.BaseStatement, removed: list[cst.
     if not any(s is stmt for s in orelse.body.body) or not all(any(s is r for r in removed) for s in orelse.body.body):
         return
     if orelse.body.body[0] is stmt:  # once per `else`
+        assert parent is not None  # the `if` that holds the `else`
         ctx.plan.replace(parent, lambda updated: updated.with_changes(orelse=None))
 
 
@@ -412,7 +414,7 @@ def unwrap_later_uses(ctx: Context, site: ModelSite, safe: frozenset[str] = WRAP
     for call in index.calls_named("torch.save"):
         first = saved_module(call.node.args[0].value) if call.node.args else None
         spelled = index.qualify(first) if first is not None else None
-        if spelled and (spelled, call.place.scope.name) in names and is_after(index, call.place.stmt, site):
+        if first is not None and spelled and (spelled, call.place.scope.name) in names and is_after(index, call.place.stmt, site):
             ctx.plan.replace_with(first, expression(f"{spelled}.module"))
 
 
@@ -477,7 +479,7 @@ def _copies_through_module(ctx: Context, site: ModelSite, names: set[tuple[str, 
         first = call.node.args[0].value if call.node.args else None
         spelled = index.qualify(first) if first is not None else None
         place = (spelled, call.place.scope.name)
-        if spelled and place in names and is_after(index, call.place.stmt, site):
+        if first is not None and spelled and place in names and is_after(index, call.place.stmt, site):
             code = ctx.code(first)
             reached = f'getattr({code}, "module", {code})' if place in mixed else f"{code}.module"
             ctx.plan.replace_with(first, expression(reached))
@@ -532,6 +534,12 @@ def saved_module(value: cst.BaseExpression) -> cst.BaseExpression:
     return value
 
 
+def _through_module_attribute(updated: cst.CSTNode) -> cst.CSTNode:
+    """`model.generate` as earlier edits left it -> `model.module.generate`."""
+    assert isinstance(updated, cst.Attribute)
+    return updated.with_changes(value=cst.Attribute(value=updated.value, attr=cst.Name("module")))
+
+
 def _through_module(ctx: Context, use: AttributeUse, maybe_unwrapped: bool = False) -> None:
     """`model.generate` -> `model.module.generate`; in a function that some callers hand the bare
     module, `getattr(model, "module", model).generate`."""
@@ -539,9 +547,9 @@ def _through_module(ctx: Context, use: AttributeUse, maybe_unwrapped: bool = Fal
     if maybe_unwrapped:
         code = ctx.code(owner)
         reached = expression(f'getattr({code}, "module", {code})')
-        ctx.plan.replace(use.node, lambda updated, r=reached: updated.with_changes(value=r))
+        ctx.plan.replace(use.node, with_fields(value=reached))
     else:
-        ctx.plan.replace(use.node, lambda updated: updated.with_changes(value=cst.Attribute(value=updated.value, attr=cst.Name("module"))))
+        ctx.plan.replace(use.node, _through_module_attribute)
     method = use.node.attr.value
     step_loops = {loop.node for loop in ctx.sites.step_loops}
     if use.called and method not in ("state_dict", "load_state_dict") and step_loops.intersection(use.place.loops):

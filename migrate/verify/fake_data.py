@@ -50,13 +50,14 @@ from __future__ import annotations
 import os
 import sys
 import zlib
+from collections.abc import Callable
 from typing import Any
 
 COMMON_BATCHES = (1, 2, 4, 8, 10, 12, 16, 20, 24, 25, 32, 48, 50, 64, 96, 100, 128, 200, 250, 256, 500, 512, 1000, 1024)
-_MNIST = {"train": (60000, 12000), "test": (10000, 2000)}
-_CIFAR = {"train": (50000, 2000), "test": (10000, 2000)}
-_EMNIST_BYCLASS = {"train": (697932, 1332), "test": (116323, 1163)}
-_FOLDER = {"train": (None, 3200), "test": (None, 800)}
+_MNIST: dict[str, tuple[int | None, int]] = {"train": (60000, 12000), "test": (10000, 2000)}
+_CIFAR: dict[str, tuple[int | None, int]] = {"train": (50000, 2000), "test": (10000, 2000)}
+_EMNIST_BYCLASS: dict[str, tuple[int | None, int]] = {"train": (697932, 1332), "test": (116323, 1163)}
+_FOLDER: dict[str, tuple[int | None, int]] = {"train": (None, 3200), "test": (None, 800)}
 # dataset (EMNIST: /split) -> split -> (the real length, or None where unknown; the fake length)
 LENGTHS: dict[str, dict[str, tuple[int | None, int]]] = {
     "MNIST": _MNIST, "FashionMNIST": _MNIST, "KMNIST": _MNIST, "EMNIST/mnist": _MNIST,
@@ -171,6 +172,7 @@ class _MnistFake:
     data: Any
     targets: Any
     classes: list[str]
+    split: str  # set by _EmnistFake only (the others have none)
 
     def __init__(self, root: Any, train: bool = True, transform: Any = None, target_transform: Any = None, download: bool = False, **kwargs: Any) -> None:
         _vision_init(self, root, transform, target_transform)
@@ -212,6 +214,8 @@ class _MnistFake:
 
 
 class _EmnistFake(_MnistFake):
+    classes_split_dict: dict[str, list[str]]  # the real EMNIST's class attribute
+
     def __init__(self, root: Any, split: str, **kwargs: Any) -> None:
         self.split = split
         self.classes = self.classes_split_dict[split]
@@ -318,6 +322,9 @@ class _Stl10Fake(_ChannelsFirstFake):
 
 
 class _CelebaFake:
+    transform: Any  # set by VisionDataset.__init__
+    target_transform: Any
+
     def __init__(self, root: Any, split: str = "train", target_type: Any = "attr", transform: Any = None, target_transform: Any = None, download: bool = False, **kwargs: Any) -> None:
         import numpy as np
         import torch
@@ -383,7 +390,9 @@ class _FolderFake:
         self.imgs = self.samples
         self.targets = labels
         if loader is None:
-            from torchvision.datasets.folder import default_loader as loader
+            from torchvision.datasets.folder import default_loader
+
+            loader = default_loader
         self.loader = loader  # kept for scripts that read it; the fake never calls it
         self.extensions = extensions
 
@@ -410,6 +419,7 @@ class _ImageFolderFake(_FolderFake):
 
 class _ImageNetFake(_FolderFake):
     _fake_num_classes = 10
+    classes: list[Any]  # names, as the base fills them, then ImageNet's tuples of names
 
     def __init__(self, root: Any, split: str = "train", **kwargs: Any) -> None:
         _vision_init(self, root, kwargs.get("transform"), kwargs.get("target_transform"))
@@ -417,11 +427,13 @@ class _ImageNetFake(_FolderFake):
         self._fake_fill(os.path.join(os.fspath(root), split), kwargs.get("loader"), (".jpeg",), split)
         self.wnids = [f"n{i:08d}" for i in range(len(self.classes))]
         self.wnid_to_idx = {wnid: i for i, wnid in enumerate(self.wnids)}
-        self.classes = [(name,) for name in self.classes]  # type: ignore[misc]  # ImageNet's classes are tuples of names, where the base holds strings
+        self.classes = [(name,) for name in self.classes]  # ImageNet's classes are tuples of names
         self.class_to_idx = {name[0]: i for i, name in enumerate(self.classes)}
 
 
 class _LsunFake(_FolderFake):
+    _verify_classes: Callable[[Any], list[str]]  # the real LSUN's method
+
     def __init__(self, root: Any, classes: Any = "train", transform: Any = None, target_transform: Any = None, **kwargs: Any) -> None:
         _vision_init(self, root, transform, target_transform)
         self.classes = self._verify_classes(classes)
@@ -438,6 +450,8 @@ class _LsunFake(_FolderFake):
 
 
 class _VocSegmentationFake:
+    transforms: Any  # set by VisionDataset.__init__
+
     def __init__(self, root: Any, year: str = "2012", image_set: str = "train", download: bool = False, transform: Any = None, target_transform: Any = None, transforms: Any = None, **kwargs: Any) -> None:
         _vision_init(self, root, transform, target_transform, transforms)
         self.year = year

@@ -216,7 +216,7 @@ def _tensors(value: Any, depth: int = 0) -> Iterator[torch.Tensor]:
 
 def _module_forwards() -> list[torch.nn.Module]:
     """The modules whose forward is on the stack, innermost first."""
-    modules = []
+    modules: list[torch.nn.Module] = []
     frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         owner = frame.f_locals.get("self") if frame.f_code.co_name == "forward" else None
@@ -458,8 +458,8 @@ def _itself(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
 T = torch.Tensor
 SPECIAL: dict[Any, Callable[[Any, tuple[Any, ...], dict[str, Any]], Any]] = {
     T.to: _to, T.cuda: _cuda, T.type: _type, T.cpu: _cpu, T.numpy: _numpy, T.get_device: _get_device,
-    T.device.__get__: _device, T.is_cuda.__get__: _is_cuda, T.grad.__get__: _grad,  # type: ignore[attr-defined]  # torch's stubs type these as plain attributes, not the descriptors they are
-    T.data.__set__: _set_data, T.grad.__set__: _set_grad,  # type: ignore[attr-defined]  # torch's stubs type these as plain attributes, not the descriptors they are
+    T.device.__get__: _device, T.is_cuda.__get__: _is_cuda, T.grad.__get__: _grad,  # type: ignore[attr-defined, union-attr]  # torch's stubs type these as plain attributes (grad: Tensor | None), not the descriptors they are
+    T.data.__set__: _set_data, T.grad.__set__: _set_grad,  # type: ignore[attr-defined, union-attr]  # torch's stubs type these as plain attributes (grad: Tensor | None), not the descriptors they are
     T.pin_memory: _itself, torch._C._nn._parse_to: _parse_to,
     T.backward: _backward, torch.autograd.backward: _backward, torch.device: _new_device,
 }
@@ -593,7 +593,12 @@ def _patch_cuda() -> None:
         accelerator.set_device_idx = _set_current
         accelerator.synchronize = _returning(None)
         accelerator.current_stream = lambda device=None: _Stream()
-    torch._C._get_accelerator = lambda: torch.device("cuda")
+    torch._C._get_accelerator = _get_accelerator
+
+
+def _get_accelerator(check: bool = False) -> torch.device:
+    """torch._C._get_accelerator, as its stub spells it (torch calls it with no argument)."""
+    return torch.device("cuda")
 
 
 def _patch_record_stream() -> None:
@@ -614,7 +619,7 @@ def _patch_data_parallel() -> None:
     and replicate are C++ CUDA calls the CPU build lacks, so over several devices it is refused."""
     original = torch.nn.DataParallel.forward
 
-    def forward(self: torch.nn.DataParallel, *inputs: Any, **kwargs: Any) -> Any:
+    def forward(self: torch.nn.DataParallel[Any], *inputs: Any, **kwargs: Any) -> Any:
         if not self.device_ids:
             return original(self, *inputs, **kwargs)
         if len(self.device_ids) > 1:
@@ -632,12 +637,12 @@ def _patch_parameter() -> None:
     original = torch.nn.Parameter.__new__
 
     def new(cls: type, data: Any = None, requires_grad: bool = True) -> Any:
-        parameter = original(cls, data, requires_grad)
+        parameter: torch.nn.Parameter = original(cls, data, requires_grad)
         if isinstance(data, torch.Tensor) and device_of(data) is not None:
             _tag(parameter, device_of(data))
         return parameter
 
-    torch.nn.Parameter.__new__ = staticmethod(new)  # type: ignore[method-assign,assignment]  # replaced on purpose: the GPU path run on the CPU
+    torch.nn.Parameter.__new__ = staticmethod(new)  # type: ignore[method-assign]  # replaced on purpose: the GPU path run on the CPU
 
 
 def _patch_load() -> None:
@@ -840,7 +845,8 @@ def install() -> None:
     _patch_data_loader()
     _patch_distributed()
     _patch_data_parallel()
-    MODE.__enter__()  # stays on for the life of the process
+    # the mode stays on for the life of the process
+    MODE.__enter__()  # type: ignore[no-untyped-call]  # torch's TorchFunctionMode.__enter__ has no annotations
 
 
 def main(argv: list[str] | None = None) -> None:
