@@ -27,6 +27,7 @@ def conversion() -> Conversion:
     from migrate.steps.epoch_figures import epoch_figures_on
     from migrate.steps.fsdp_accumulation import fsdp_accumulation
     from migrate.steps.fsdp_reads import fsdp_reads
+    from migrate.steps.fsdp_refusals import refuse_double_backward
     from migrate.steps.fsdp_scaler import fsdp_scaler
     from migrate.steps.fsdp_shard import fsdp_shard
     from migrate.steps.fsdp_state_dicts import fsdp_state_dicts, refuse_unconverted_state
@@ -37,7 +38,7 @@ def conversion() -> Conversion:
     from migrate.steps.trained_models import refuse_unwrappable
 
     steps = process_group_steps(
-        before_setup=(refuse_unwrappable,),
+        before_setup=(refuse_unwrappable, refuse_double_backward),
         wrap=(fsdp_shard, functional_data_parallel, fsdp_reads, rank_divergence),
         # a CPU tensor for the epoch figures: gloo takes it, on a GPU host too ("cpu:gloo,cuda:nccl")
         after_data=(fsdp_accumulation, fsdp_scaler, fsdp_state_dicts, refuse_unconverted_state, epoch_figures_on(None)),
@@ -51,11 +52,12 @@ def conversion() -> Conversion:
 def from_ddp() -> Conversion:
     """A script already on DDP: its process group, samplers, rank guards and teardown stay."""
     from migrate.steps.ddp_to_fsdp import ddp_to_fsdp
+    from migrate.steps.fsdp_refusals import refuse_double_backward
     from migrate.steps.fsdp_scaler import fsdp_scaler
     from migrate.steps.fsdp_state_dicts import fsdp_state_dicts, refuse_unconverted_state
     from migrate.steps.base import Wrapper
 
-    return Conversion(steps=(ddp_to_fsdp, fsdp_scaler, fsdp_state_dicts, refuse_unconverted_state),
+    return Conversion(steps=(refuse_double_backward, ddp_to_fsdp, fsdp_scaler, fsdp_state_dicts, refuse_unconverted_state),
                       artifacts=functools.partial(torchrun_launcher, target="fsdp"), runtime=TORCHRUN,
                       wrapper=Wrapper(code=None, through_module=False))
 
@@ -119,5 +121,6 @@ FSDP = Target(
         "MIG308": (Severity.WARNING, "FSDP: the model and an optimizer over it are built on one line, where the shard cannot go between them: left unchanged"),
         "MIG306": (Severity.WARNING, "FSDP: a DistributedDataParallel wrap the move to fully_shard cannot follow: left unchanged"),
         "MIG309": (Severity.WARNING, "FSDP: a method that rewrites the model's weights (init_weights, reset_parameters) is called after the shard: left unchanged"),
+        "MIG310": (Severity.WARNING, "FSDP: a gradient of a gradient (torch.autograd.grad with create_graph=True, a gradient penalty) through the sharded model, whose second backward FSDP2 cannot run: left unchanged"),
     },
 )
