@@ -456,3 +456,36 @@ def test_a_writer_call_in_a_one_line_body_runs_on_rank_zero() -> None:
     new = migrate_source(ONE_LINE, "ddp", path="train.py").new
     assert "writer = SummaryWriter() if dist.get_rank() == 0 else None" in new
     assert _guarded(new, 'writer.add_scalar("loss", loss.item(), step)', "dist.get_rank() == 0"), new
+
+
+BAR_WRITE = '''import torch
+from tqdm import tqdm
+
+
+def main():
+    model = torch.nn.Linear(2, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    pbar = tqdm(total=10)
+    for step in range(10):
+        loss = model(torch.randn(4, 2)).pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        pbar.update(1)
+        if step % 5 == 0:
+            pbar.write(f"step {step} loss {loss.item():.3f}")
+    with tqdm(range(3)) as bar:
+        for item in bar:
+            bar.write(str(item))
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+
+def test_a_progress_bar_s_write_prints_on_rank_0_only() -> None:
+    # tqdm(disable=...) silences the bar, not `pbar.write`, a class method that prints anyway
+    new = migrate_source(BAR_WRITE, "ddp").new
+    assert 'if step % 5 == 0 and dist.get_rank() == 0:\n            pbar.write(f"step {step} loss {loss.item():.3f}")' in new
+    assert "            if dist.get_rank() == 0:\n                bar.write(str(item))" in new

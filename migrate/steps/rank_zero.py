@@ -93,6 +93,8 @@ def _sink_kind(index: ScriptIndex, call: CallSite, loggers: set[str], writers: s
     owner, _, method = name.rpartition(".")
     if name in ("print", "tqdm.tqdm.write", "sys.stdout.write"):
         return "print"
+    if method == "write" and owner in _progress_bars(index):  # `pbar.write(...)`: tqdm prints it on every rank
+        return "print"
     if (owner == "logging" or owner in loggers) and method in LOG_METHODS:
         return "print"
     if name.split(".")[-1] in ("tqdm", "trange") and name.startswith("tqdm"):
@@ -106,6 +108,22 @@ def _sink_kind(index: ScriptIndex, call: CallSite, loggers: set[str], writers: s
     if _is_foreign_saver(index, name):
         return "foreign"
     return None
+
+
+def _progress_bars(index: ScriptIndex) -> set[str]:
+    """The names bound to a tqdm bar: `pbar = tqdm(...)`, `with tqdm(...) as pbar:`."""
+    def is_bar(qualified: str) -> bool:
+        return qualified.startswith("tqdm") and qualified.split(".")[-1] in ("tqdm", "trange")
+
+    def find() -> set[str]:
+        names = _bound_names(index, is_bar)
+        for node in descendants(index.module):
+            if isinstance(node, cst.WithItem) and isinstance(node.item, cst.Call) and node.asname is not None:
+                if is_bar(index.qualify(node.item.func) or "") and isinstance(node.asname.name, cst.Name):
+                    names.add(node.asname.name.value)
+        return names
+
+    return index.derived("progress_bars", find)
 
 
 def _saves_image(index: ScriptIndex, call: CallSite, images: set[str]) -> bool:
