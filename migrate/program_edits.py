@@ -11,6 +11,7 @@ again with them; what the rewrite made unused goes as for one file (unused_impor
 
 from __future__ import annotations
 
+import ast
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -35,10 +36,14 @@ def apply_to_parts(plan: EditPlan, program: Program, import_stmts: list[cst.Simp
                    is_stdlib: Callable[[cst.BaseStatement], bool]) -> list[PartText]:
     """Each file's new text, in the program's order (the script first)."""
     providers = _providers(plan, program)
+    scheduled = {name for stmt in [*plan.stdlib_imports, *plan.module_imports] for name, _line in _bindings(stmt)}
     texts: list[PartText] = []
     for part in program.parts:
         bare = _applied(plan, part.module, [], import_stmts, is_stdlib)
         missing = [name for name, _line, _col in introduced_unbound_names(part.text, bare)]
+        # a star import binds every name for the unbound check: a name the steps import is still
+        # imported where the new code reads it and the file binds it by no name of its own
+        missing += sorted((scheduled & _loaded(bare)) - _loaded(part.text) - _bound_by_name(part.text))
         lines = list(dict.fromkeys(providers[name] for name in missing if name in providers))
         new = _applied(plan, part.module, lines, import_stmts, is_stdlib) if lines else bare
         texts.append(PartText(part, drop_imports_made_unused(part.text, new)))
@@ -72,12 +77,12 @@ def _providers(plan: EditPlan, program: Program) -> dict[str, str]:
     found: dict[str, str] = {}
     scheduled = [*plan.stdlib_imports, *plan.module_imports]
     for stmt in scheduled:
-        for name, line in _bindings(stmt, program):
+        for name, line in _bindings(stmt):
             found.setdefault(name, line)
     for part in program.parts:
         for top in part.module.body:
             if isinstance(top, cst.SimpleStatementLine):
-                for name, line in _bindings(top, program):
+                for name, line in _bindings(top):
                     found.setdefault(name, line)
     for part in program.modules:  # a class or function of a module, named by new code in another file
         for top in part.module.body:
@@ -86,7 +91,7 @@ def _providers(plan: EditPlan, program: Program) -> dict[str, str]:
     return found
 
 
-def _bindings(stmt: cst.SimpleStatementLine, program: Program) -> list[tuple[str, str]]:
+def _bindings(stmt: cst.SimpleStatementLine) -> list[tuple[str, str]]:
     """(bound name, an import line that binds only it) for each name an import statement binds."""
     found: list[tuple[str, str]] = []
     for small in stmt.body:
@@ -108,6 +113,41 @@ def _bindings(stmt: cst.SimpleStatementLine, program: Program) -> list[tuple[str
                 else:
                     found.append((name, f"from {module} import {name}"))
     return found
+
+
+def _loaded(text: str) -> set[str]:
+    """The names a text reads (empty when it does not parse)."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError):
+        return set()
+    return {node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)}
+
+
+def _bound_by_name(text: str) -> set[str]:
+    """The names a file binds at module level by name (imports other than `*`, assignments, defs,
+    classes; inside module-level `if`/`try` too), not through a star import."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError):
+        return set()
+    bound: set[str] = set()
+    pending: list[ast.stmt] = list(tree.body)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound |= {alias.asname or alias.name.split(".")[0] for alias in node.names if alias.name != "*"}
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            bound |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+        elif isinstance(node, (ast.If, ast.Try, ast.With, ast.For, ast.While)):
+            for field in ("body", "orelse", "finalbody", "handlers"):
+                pending += [child for child in getattr(node, field, []) if isinstance(child, ast.stmt)]
+            for handler in getattr(node, "handlers", []):
+                pending += handler.body
+    return bound
 
 
 def _dotted(node: cst.BaseExpression) -> str:

@@ -237,3 +237,22 @@ def test_two_entry_points_of_one_engine_convert_once_and_each_still_runs_as_one_
     again = subprocess.run([*command, "--check"], cwd=folder, capture_output=True, text=True)
     assert again.returncode == 0, again.stdout + again.stderr
     assert {p.name: p.read_text() for p in folder.glob("*.py")} == files
+
+
+def test_a_script_that_star_imports_its_helpers_still_gets_its_own_imports(tmp_path: Path) -> None:
+    # a star import binds every name for the unbound check: the script's new names must still be imported
+    (tmp_path / "helpers.py").write_text(
+        "import torch\nfrom torch.utils.data import DataLoader, TensorDataset\n\n\n"
+        "def make_loader():\n    data = TensorDataset(torch.randn(32, 4), torch.randn(32, 1))\n"
+        "    return DataLoader(data, batch_size=8, shuffle=True)\n\n\n"
+        "def save_weights(model, path):\n    torch.save(model.state_dict(), path)\n")
+    (tmp_path / "train.py").write_text(
+        "import torch\nfrom helpers import *\n\nif __name__ == '__main__':\n    model = torch.nn.Linear(4, 1)\n"
+        "    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n    for x, y in make_loader():\n"
+        "        loss = torch.nn.functional.mse_loss(model(x), y)\n        optimizer.zero_grad()\n"
+        "        loss.backward()\n        optimizer.step()\n    save_weights(model, 'w.pt')\n")
+    results = _results(tmp_path / "train.py", "ddp")
+    added = _added(results["train.py"])
+    assert "import os" in added and "import torch.distributed as dist" in added
+    assert "from torch.nn.parallel import DistributedDataParallel as DDP" in added
+    assert "import torch.distributed as dist" in _added(results["helpers.py"])
