@@ -143,9 +143,21 @@ def _program_converted(program: Program, plan: EditPlan, sites: TrainingSites, p
     from migrate.program_edits import apply_to_parts
     from migrate.project_conversion import ProgramRun, program_result
 
-    texts = apply_to_parts(plan, program, sites.index.import_stmts, _imports_stdlib)
+    texts = apply_to_parts(plan, program, sites.index.import_stmts, _imports_stdlib, _module_guards(ctx))
     run = ProgramRun(program, path, code, tuple(ctx.findings), artifacts)
     return program_result(run, [(each.part, each.new) for each in texts], ctx.read_module)
+
+
+def _module_guards(ctx: Context) -> dict[str, str]:
+    """The rank-0 test a module of the project spells instead of the script's: the launcher's RANK
+    (true without a process group) where the launcher sets it (torchrun, the deepspeed launcher);
+    Horovod's own test otherwise (horovodrun over MPI sets no HOROVOD_RANK)."""
+    from migrate.steps.rank_zero import launcher_rank_zero_test
+
+    runtime = ctx.runtime
+    if runtime is None or runtime.rank_variable != "RANK" or not ctx.plan.guarded:
+        return {}
+    return {ctx.rank_zero_test(): launcher_rank_zero_test(ctx)}
 
 
 def _program_refusal(program: Program, path: str, code: str, findings: tuple[Finding, ...]) -> FileResult:

@@ -33,26 +33,32 @@ class PartText:
 
 
 def apply_to_parts(plan: EditPlan, program: Program, import_stmts: list[cst.SimpleStatementLine],
-                   is_stdlib: Callable[[cst.BaseStatement], bool]) -> list[PartText]:
-    """Each file's new text, in the program's order (the script first)."""
+                   is_stdlib: Callable[[cst.BaseStatement], bool],
+                   module_guards: dict[str, str] | None = None) -> list[PartText]:
+    """Each file's new text, in the program's order (the script first). `module_guards`: the
+    rank-0 test as a module of the project spells it instead (one true without a process group:
+    the launcher's RANK), so the module stays right for a caller that runs it as one process, and
+    in a DataLoader worker started by spawn, where no process group exists)."""
     providers = _providers(plan, program)
     scheduled = {name for stmt in [*plan.stdlib_imports, *plan.module_imports] for name, _line in _bindings(stmt)}
     texts: list[PartText] = []
     for part in program.parts:
-        bare = _applied(plan, part.module, [], import_stmts, is_stdlib)
+        guards = module_guards if part is not program.script and module_guards else {}
+        bare = _applied(plan, part.module, [], import_stmts, is_stdlib, guards)
         missing = [name for name, _line, _col in introduced_unbound_names(part.text, bare)]
         # a star import binds every name for the unbound check: a name the steps import is still
         # imported where the new code reads it and the file binds it by no name of its own
         missing += sorted((scheduled & _loaded(bare)) - _loaded(part.text) - _bound_by_name(part.text))
         lines = list(dict.fromkeys(providers[name] for name in missing if name in providers))
-        new = _applied(plan, part.module, lines, import_stmts, is_stdlib) if lines else bare
+        new = _applied(plan, part.module, lines, import_stmts, is_stdlib, guards) if lines else bare
         texts.append(PartText(part, drop_imports_made_unused(part.text, new)))
     return texts
 
 
 def _applied(plan: EditPlan, module: cst.Module, lines: list[str], import_stmts: list[cst.SimpleStatementLine],
-             is_stdlib: Callable[[cst.BaseStatement], bool]) -> str:
-    """The plan applied to one file's module, with `lines` as the imports it schedules."""
+             is_stdlib: Callable[[cst.BaseStatement], bool], guards: dict[str, str] | None = None) -> str:
+    """The plan applied to one file's module, with `lines` as the imports it schedules and its
+    guard tests spelled as `guards` maps them."""
     own = EditPlan(
         module=module,
         replacements=plan.replacements,
@@ -61,7 +67,7 @@ def _applied(plan: EditPlan, module: cst.Module, lines: list[str], import_stmts:
         removed=plan.removed,
         removed_parts=plan.removed_parts,
         spliced=plan.spliced,
-        guarded=dict(plan.guarded),
+        guarded={stmt: (guards or {}).get(test, test) for stmt, test in plan.guarded.items()},
         wraps=plan.wraps,
         lines_moved=plan.lines_moved,
     )
