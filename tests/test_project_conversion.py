@@ -258,3 +258,17 @@ def test_a_script_that_star_imports_its_helpers_still_gets_its_own_imports(tmp_p
     assert "import os" in added and "import torch.distributed as dist" in added
     assert "from torch.nn.parallel import DistributedDataParallel as DDP" in added
     assert 'if os.environ.get("RANK", "0") == "0":' in _added(results["helpers.py"])
+
+
+def test_a_module_s_plain_cuda_call_is_left_as_it_is(tmp_path: Path) -> None:
+    # setup's set_device makes `.cuda()` the rank's GPU: a module's own `.cuda()` needs no edit
+    (tmp_path / "losses.py").write_text("def to_gpu(t, use_gpu):\n    return t.cuda() if use_gpu else t\n\n\n"
+                                        "def report(value):\n    print(value)\n")
+    (tmp_path / "train.py").write_text(
+        "import torch\nfrom losses import report, to_gpu\n\nif __name__ == '__main__':\n"
+        "    model = torch.nn.Linear(4, 1)\n    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "    for step in range(3):\n        x = to_gpu(torch.randn(8, 4), False)\n        loss = model(x).pow(2).mean()\n"
+        "        optimizer.zero_grad()\n        loss.backward()\n        optimizer.step()\n        report(loss.item())\n")
+    losses = _results(tmp_path / "train.py", "ddp")["losses.py"]
+    assert "return t.cuda() if use_gpu else t" in losses.new  # only report()'s print is guarded
+    assert _added(losses) == ["import os", 'if os.environ.get("RANK", "0") == "0":', "print(value)"]

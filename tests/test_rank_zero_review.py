@@ -489,3 +489,31 @@ def test_a_progress_bar_s_write_prints_on_rank_0_only() -> None:
     new = migrate_source(BAR_WRITE, "ddp").new
     assert 'if step % 5 == 0 and dist.get_rank() == 0:\n            pbar.write(f"step {step} loss {loss.item():.3f}")' in new
     assert "            if dist.get_rank() == 0:\n                bar.write(str(item))" in new
+
+
+PLOT_WRITE = '''import plotly
+import torch
+
+
+def main():
+    model = torch.nn.Linear(2, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    losses = []
+    for step in range(10):
+        loss = model(torch.randn(4, 2)).pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    plotly.offline.plot({"data": [{"y": losses}]}, filename="loss.html", auto_open=False)
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+
+def test_a_plotly_page_is_written_by_rank_0_only() -> None:
+    new = migrate_source(PLOT_WRITE, "ddp").new
+    assert ('    if dist.get_rank() == 0:\n        plotly.offline.plot({"data": [{"y": losses}]}, filename="loss.html", '
+            'auto_open=False)') in new

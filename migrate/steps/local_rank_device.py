@@ -50,6 +50,8 @@ def local_rank_device(ctx: Context) -> None:
             _rewrite_device_value(ctx, call.node, call.place, handled)
     for call in cuda_method_calls(ctx.index):
         positional = [a.value for a in call.node.args if a.keyword is None]
+        if not call.node.args and ctx.in_other_module(call.node):
+            continue  # a module's `x.cuda()`: set_device made it the rank's GPU; the module stays as it was
         if positional and _is_device_name(ctx, positional[0], call.place.scope):
             target = positional[0]
         else:

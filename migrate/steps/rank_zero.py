@@ -43,7 +43,8 @@ from migrate.steps.download_units import opener_mode, writes_in_mode
 LOG_METHODS = frozenset({"debug", "info", "warning", "warn", "log"})
 WANDB_CALLS = frozenset({"init", "log", "finish", "watch", "save", "log_artifact", "define_metric", "alert"})
 WRITERS = ("torch.utils.tensorboard.SummaryWriter", "tensorboardX.SummaryWriter")
-SAVES = ("torch.save", "numpy.save", "numpy.savez", "json.dump", "pickle.dump")
+SAVES = ("torch.save", "numpy.save", "numpy.savez", "json.dump", "pickle.dump", "yaml.dump",
+         "plotly.offline.plot", "plotly.io.write_html", "plotly.io.write_image")  # plotly's plot() writes an HTML file
 # what `x = ...` (or a call chained on it) makes that `x.save(path)` writes to a file
 IMAGE_MAKERS = ("PIL.", "matplotlib.animation.", "torchvision.transforms.functional.to_pil_image",
                 "torchvision.transforms.ToPILImage", "torchvision.transforms.transforms.ToPILImage")
