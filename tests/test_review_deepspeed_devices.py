@@ -301,3 +301,31 @@ def test_cuda_outside_such_a_branch_still_gets_its_cpu_fallback() -> None:
     source = FLAGGED.replace("if torch.cuda.is_available() and not args.disable_cuda:", "if not args.disable_cuda:")
     new = migrate_source(source, "ddp", Options(), path="train.py").new
     assert 'args.device = torch.device("cuda" if torch.cuda.is_available() else "cpu")' in new
+
+
+DEVICE_CONTEXT = '''import argparse
+import torch
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--gpu-index", type=int, default=0)
+    args = parser.parse_args()
+    model = torch.nn.Linear(4, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    with torch.cuda.device(args.gpu_index):
+        for step in range(3):
+            loss = model(torch.randn(8, 4)).pow(2).mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+
+def test_a_cuda_device_context_names_the_rank_s_gpu() -> None:
+    # `with torch.cuda.device(args.gpu_index):` (default 0) put every rank on GPU 0, over set_device
+    assert "    with torch.cuda.device(local_rank):\n" in migrate_source(DEVICE_CONTEXT, "ddp").new

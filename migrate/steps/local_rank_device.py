@@ -62,7 +62,21 @@ def local_rank_device(ctx: Context) -> None:
         index_ok = arg.keyword is None or arg.keyword.value != "map_location"
         device = expression(device_in(ctx, call.place.scope, call.place.stmt, index_ok=index_ok))
         ctx.plan.replace(arg, with_fields(value=device))
+    _rewrite_device_contexts(ctx)
     _remove_set_device(ctx)
+
+
+def _rewrite_device_contexts(ctx: Context) -> None:
+    """`with torch.cuda.device(args.gpu_index):` makes the GPU the script picked for one process
+    current on every rank (all on GPU 0): the context names the rank's own GPU instead."""
+    for call in ctx.index.calls_named("torch.cuda.device"):
+        stmt = call.place.stmt
+        if not isinstance(stmt, cst.With) or not any(item.item is call.node for item in stmt.items):
+            continue
+        args = [a for a in call.node.args if a.keyword is None]
+        if len(args) != 1 or (isinstance(args[0].value, cst.Name) and args[0].value.value == ctx.distributed.local_rank_name):
+            continue
+        ctx.plan.replace(args[0], with_fields(value=expression(ctx.local_rank(call.place.scope))))
 
 
 def _is_device_name(ctx: Context, node: cst.BaseExpression, scope: Scope) -> bool:
