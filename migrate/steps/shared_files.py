@@ -54,6 +54,7 @@ from migrate.analysis.entry import runs_in_process_group
 from migrate.analysis.index import CallSite, Scope, ScriptIndex, descendants, names_in, read_names, spell
 from migrate.analysis.syntax import argument, calls_in, contains
 from migrate.analysis.training import callers_of
+from migrate.rewrite import with_fields
 from migrate.steps.base import Context, expression, statements
 from migrate.steps.download_units import (
     download_sites,
@@ -806,8 +807,20 @@ def _download_group(ctx: Context, first: cst.BaseStatement, calls: list[cst.Call
     lines += [f"    {download}" for download in downloads]
     lines.append(ctx.barrier())
     new = statements("\n".join(lines) + "\n")
+    for call in calls:  # after the barrier the files are there: every rank reads them, none fetches or unpacks again
+        _no_download(ctx, call)
     # ahead of a dataset the sampler step hoisted out of this statement: that one reads the files
     ctx.plan.insert_before(top or first, new, ahead_of=ctx.hoisted_datasets)
+
+
+def _no_download(ctx: Context, call: cst.Call) -> None:
+    """`Dataset(root, download=<anything>)` after the barrier -> `download=False`: a class that
+    unpacks its archive whenever asked to download (torchvision's VOCSegmentation, a project's own)
+    would unpack it again on every rank, over the files other ranks are reading."""
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == "download" and not (
+                isinstance(arg.value, cst.Name) and arg.value.value == "False"):
+            ctx.plan.replace(arg, with_fields(value=cst.Name("False")))
 
 
 # -- dataset downloads in lambdas: `{"a": lambda: A(root, download=True), ...}[name]()` ------------

@@ -34,7 +34,7 @@ def main():
     if not os.path.exists(root):
         if hvd.rank() == 0:
             print("no cached copy in", root)
-        train_set = torchvision.datasets.MNIST(root, train=True, download=True, transform=to_tensor)
+        train_set = torchvision.datasets.MNIST(root, train=True, download=False, transform=to_tensor)
     else:
         train_set = torchvision.datasets.MNIST(root, train=True, transform=to_tensor)
     loader = DataLoader(train_set, batch_size=64, sampler=DistributedSampler(train_set, num_replicas=hvd.size(), rank=hvd.rank(), shuffle=True))

@@ -42,9 +42,9 @@ def main():
         datasets.MNIST(args.data, train=True, download=True)
         datasets.MNIST(args.data, train=False, download=True)
     dist.barrier()
-    train_set = datasets.MNIST(args.data, train=True, download=True, transform=transform)
+    train_set = datasets.MNIST(args.data, train=True, download=False, transform=transform)
     test_loader = DataLoader(
-        datasets.MNIST(args.data, train=False, download=True, transform=transform),
+        datasets.MNIST(args.data, train=False, download=False, transform=transform),
         batch_size=1000,
     )
     train_loader = DataLoader(train_set, batch_size=64, sampler=DistributedSampler(train_set, shuffle=True))
