@@ -101,7 +101,10 @@ def _accelerator_on_cpu(ctx: Context) -> None:
     if own is not None and (added is None or top_block_imports(ctx.plan.module, [own])):
         ctx.plan.insert_before(own, statements("\n" + code))
     elif added is not None:
-        new[added:added] = statements("\n" + code)
+        lines = statements("\n" + code)
+        simple = [line for line in lines if isinstance(line, cst.SimpleStatementLine)]
+        assert len(simple) == len(lines)  # a call statement and the comment lines above it
+        new[added:added] = simple
 
 
 def _own_deepspeed_import(ctx: Context) -> cst.BaseStatement | None:
@@ -225,8 +228,13 @@ def _module_where_returned(ctx: Context, site: ModelSite) -> None:
         _, small = small_statement_holding(use.place.stmt, use.node)
         standalone = (isinstance(small, cst.Expr) and isinstance(small.value, cst.Call) and small.value.func is use.node)
         if small is not None and not standalone:
-            ctx.plan.replace(use.node, lambda updated: updated.with_changes(
-                value=cst.Attribute(value=updated.value, attr=cst.Name("module"))))
+            ctx.plan.replace(use.node, _on_module)
+
+
+def _on_module(updated: cst.CSTNode) -> cst.CSTNode:
+    """`model.eval` -> `model.module.eval`."""
+    assert isinstance(updated, cst.Attribute)
+    return updated.with_changes(value=cst.Attribute(value=updated.value, attr=cst.Name("module")))
 
 
 def runs_before_engine(ctx: Context, stmt: cst.BaseStatement, site: ModelSite) -> bool:

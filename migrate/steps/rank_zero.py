@@ -40,7 +40,9 @@ from migrate.analysis.training import BUILTIN_NAMES, class_of_binding
 from migrate.steps.base import Context, expression, statement, with_keyword
 from migrate.steps.download_units import opener_mode, writes_in_mode
 
-LOG_METHODS = frozenset({"debug", "info", "warning", "warn", "log"})
+# a logger's (or a writer's) methods that write a message: `logger.info(...)` prints on every rank
+# (_sink_kind), and handed a model they only read it (_only_reads)
+LOG_METHODS = frozenset({"debug", "info", "warning", "warn", "error", "log", "write", "add_text"})
 WANDB_CALLS = frozenset({"init", "log", "finish", "watch", "save", "log_artifact", "define_metric", "alert"})
 WRITERS = ("torch.utils.tensorboard.SummaryWriter", "tensorboardX.SummaryWriter")
 SAVES = ("torch.save", "numpy.save", "numpy.savez", "json.dump", "pickle.dump", "yaml.dump",
@@ -244,12 +246,13 @@ def _guard_in_one_line_suite(ctx: Context, stmt: cst.BaseStatement, suite: cst.S
         test = launcher_rank_zero_test(ctx)
     printing = next(small for small in suite.body if isinstance(small, cst.Expr) and small.value is call.node)
 
-    def indent(updated: cst.SimpleStatementSuite) -> cst.IndentedBlock:
+    def indent(updated: cst.CSTNode) -> cst.CSTNode:
+        assert isinstance(updated, cst.SimpleStatementSuite)
         lines: list[cst.BaseStatement] = []
         # the print by identity: other steps may have removed statements before it from the suite
         position = next((i for i, small in enumerate(updated.body) if small is printing), suite.body.index(printing))
         for i, small in enumerate(updated.body):
-            line = cst.SimpleStatementLine(body=[small.with_changes(semicolon=cst.MaybeSentinel.DEFAULT)])
+            line: cst.BaseStatement = cst.SimpleStatementLine(body=[small.with_changes(semicolon=cst.MaybeSentinel.DEFAULT)])
             if i == position:
                 line = cst.If(test=expression(test), body=cst.IndentedBlock(body=[line]))
             lines.append(line)
@@ -451,7 +454,6 @@ def _model_aliases(ctx: Context) -> set[str]:
 
 # Handed a model, these only read or format it (`print(model)` shows its layers): no forward runs.
 READS_ONLY = frozenset({"print", "str", "repr", "format", "len", "type", "id", "isinstance", "hasattr", "getattr", "vars"})
-LOG_METHODS = ("debug", "info", "warning", "warn", "error", "log", "write", "add_text")
 
 
 def _only_reads(name: str) -> bool:
@@ -585,7 +587,13 @@ def _settle_handles(ctx: Context) -> None:
         test = ctx.rank_zero_test()
         for stmt in readers:
             ctx.plan.guard(stmt, test)
-        ctx.plan.replace(create.node, lambda updated: cst.IfExp(test=expression(test), body=updated, orelse=cst.Name("None")))
+        ctx.plan.replace(create.node, lambda updated: _made_on_rank_zero(updated, test))
+
+
+def _made_on_rank_zero(updated: cst.CSTNode, test: str) -> cst.CSTNode:
+    """`SummaryWriter(...)` -> `SummaryWriter(...) if <test> else None`."""
+    assert isinstance(updated, cst.BaseExpression)
+    return cst.IfExp(test=expression(test), body=updated, orelse=cst.Name("None"))
 
 
 # a statement that cannot move to rank 0, what it reads, the read of the handle that read comes from

@@ -46,7 +46,7 @@ finding says what was seen and what to do.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import libcst as cst
 
@@ -459,7 +459,7 @@ def _on_rank_zero(ctx: Context, stmt: cst.BaseStatement, why: str) -> None:
                f"{ctx.distributed.said(ctx.distributed.barrier)} where every rank passes", stmt)
 
 
-def _only_directories(ctx: Context, stmt: cst.BaseStatement) -> bool:
+def _only_directories(ctx: Context, stmt: cst.BaseStatement | cst.BaseSmallStatement) -> bool:
     """A statement that only makes directories; a `try:` around such statements whose handlers
     only pass, print, log or raise (nothing bound, nothing left early, no collective)."""
     if isinstance(stmt, cst.Try):
@@ -550,11 +550,13 @@ def _destructive_runs(ctx: Context) -> list[list[cst.BaseStatement]]:
         kinds: list[str] = []
         for inner in list(block.body) + [None]:
             kind = _fs_call(ctx, inner) if inner is not None else None
-            if run and (kind is None or getattr(inner, "leading_lines", ())):  # a blank line ends a run too
+            above: Sequence[cst.EmptyLine] = getattr(inner, "leading_lines", ())
+            if run and (kind is None or above):  # a blank line ends a run too
                 if "destroy" in kinds:
                     runs.append(run)
                 run, kinds = [], []
             if kind is not None:
+                assert inner is not None  # the None that ends the block has no kind
                 run.append(inner)
                 kinds.append(kind)
     inside = {id(node) for run in runs for stmt in run for node in _statements_below(stmt)}
@@ -670,6 +672,7 @@ def _leave_whole(ctx: Context, helpers: list[Scope]) -> set[int]:
     statements, which no later edit touches."""
     covered: set[int] = set()
     for scope in helpers:
+        assert isinstance(scope.node, cst.FunctionDef)  # download helpers and file functions: never the module
         inside, _nested = what_runs(ctx.index, [scope.node])
         covered |= {id(stmt) for stmt in inside}
         for stmt in inside:
