@@ -16,6 +16,8 @@ are reseeded per rank (steps.per_rank_seed); anything else is MIG101.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import libcst as cst
 
 from migrate.analysis.datasets import streaming_origin
@@ -42,13 +44,31 @@ def shard_by_hand(ctx: Context) -> str:
     return SHARD_BY_HAND.format(rank=runtime.said(runtime.rank), world=runtime.said(runtime.world_size))
 
 
+@dataclass
+class DataNotSharded:
+    """Recorded when the conversion gave no training loader a sampler and no rank draws its own
+    samples (MIG101, MIG102, MIG111): every rank reads every batch, so an epoch's figures are the
+    original's on every rank, and reducing them must average, not sum (steps.epoch_figures)."""
+
+
+UNSHARDED_CODES = ("MIG101", "MIG102", "MIG111")
+
+
 def distributed_sampler(ctx: Context) -> None:
     sites = ctx.sites
     if not sites.loaders:
         if not per_rank_seed(ctx):  # batches drawn from a seeded generator: reseeded per rank
             _report_unsharded(ctx)
+            ctx.record(DataNotSharded())
         return
-    shuffles = {site.spelling: _shard(ctx, site) for site in sites.loaders}
+    shuffles: dict[str | None, bool | None] = {}
+    left_whole = 0
+    for site in sites.loaders:
+        before = len(ctx.findings)
+        shuffles[site.spelling] = _shard(ctx, site)
+        left_whole += any(f.code in UNSHARDED_CODES for f in ctx.findings[before:])
+    if left_whole == len(sites.loaders):
+        ctx.record(DataNotSharded())
     reshuffled = {name for name, shuffle in shuffles.items() if shuffle}
     if reshuffled:  # a sampler with shuffle=False draws the same order every epoch: no set_epoch
         _set_epochs(ctx, all_sharded=len(reshuffled) == len(sites.loaders), sharded=reshuffled)

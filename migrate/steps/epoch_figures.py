@@ -41,6 +41,8 @@ anything reads it, so `scheduler.step(mean_loss)` lowers the LR on the same epoc
 
 from __future__ import annotations
 
+import dataclasses
+
 import libcst as cst
 
 from migrate.analysis.epoch_sums import EpochSums, ReturnedMetric, epoch_sums, how_reduced, returned_metrics
@@ -66,15 +68,43 @@ def reduce_epoch_figures(ctx: Context, device: str | None) -> None:
         block, position = block_position(ctx, loop.node)
         if block is None:
             continue
-        sums = epoch_sums(loop.node, block, position, ctx.sites.training_loader_names)
+        sums = unsharded_sums(ctx, epoch_sums(loop.node, block, position, ctx.sites.training_loader_names))
         if sums is not None:
             ctx.plan.insert_after(loop.node, statements(_reduce_code(ctx, sums, device)))
             _report(ctx, sums, loop.node)
-    for metric in returned_metrics(ctx.sites):
+    for metric in unsharded_metrics(ctx, returned_metrics(ctx.sites)):
         ctx.plan.insert_after(metric.stmt, statements(_metric_code(ctx, metric, device)))
         ctx.report("MIG007", f"{metric_reduced(ctx, metric)} over every rank where it is bound (dist.all_reduce), "
                    "so every rank decides with the same value (the LR schedule, a test before saving), as the "
-                   "original did over every batch", metric.stmt)
+                   f"original did over every batch{not_sharded_words(ctx)}", metric.stmt)
+
+
+def data_not_sharded(ctx: Context) -> bool:
+    """No training loader got a sampler and no rank draws its own samples (steps.distributed_sampler)."""
+    from migrate.steps.distributed_sampler import DataNotSharded
+
+    return DataNotSharded in ctx.records
+
+
+def unsharded_sums(ctx: Context, sums: EpochSums | None) -> EpochSums | None:
+    """Where every rank reads every batch, each rank's sums are already the original's: averaged
+    over the ranks (counts kept whole), never summed (which would make them N times as large)."""
+    if sums is None or not data_not_sharded(ctx):
+        return sums
+    return dataclasses.replace(sums, averaged=frozenset(sums.names))
+
+
+def unsharded_metrics(ctx: Context, metrics: list[ReturnedMetric]) -> list[ReturnedMetric]:
+    """As unsharded_sums, for the numbers a training function returns."""
+    if not data_not_sharded(ctx):
+        return metrics
+    return [dataclasses.replace(metric, averaged=True) for metric in metrics]
+
+
+def not_sharded_words(ctx: Context) -> str:
+    """The clause a message adds where the data is not sharded."""
+    return (" (the data is not sharded, MIG101: every rank read every batch, so the mean over the ranks is the "
+            "original's figure)") if data_not_sharded(ctx) else ""
 
 
 def metric_reduced(ctx: Context, metric: ReturnedMetric) -> str:
@@ -109,7 +139,9 @@ def _reduce_code(ctx: Context, sums: EpochSums, device: str | None) -> str:
     ]
     for number, name in enumerate(sums.names):
         value = f"{figures}[{number}].item()"
-        if name in sums.averaged:
+        if name in sums.averaged and name in sums.ints:  # a count every rank made over every batch
+            value = f"round({value} / {dist}.get_world_size())"
+        elif name in sums.averaged:
             value += f" / {dist}.get_world_size()  # the ranks' mean, as it is divided by len(loader)"
         elif name in sums.ints:
             value = f"int({value})"
@@ -119,4 +151,4 @@ def _reduce_code(ctx: Context, sums: EpochSums, device: str | None) -> str:
 
 def _report(ctx: Context, sums: EpochSums, loop: cst.CSTNode) -> None:
     ctx.report("MIG007", f"{how_reduced(sums)} over every rank after the training loop (dist.all_reduce), so what "
-               "rank 0 prints covers every rank's batches, as the original's did", loop)
+               f"rank 0 prints covers every rank's batches, as the original's did{not_sharded_words(ctx)}", loop)

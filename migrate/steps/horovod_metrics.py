@@ -27,7 +27,7 @@ import libcst as cst
 
 from migrate.analysis.epoch_sums import EpochSums, ReturnedMetric, epoch_sums, how_reduced, returned_metrics
 from migrate.steps.base import Context, statements
-from migrate.steps.epoch_figures import metric_reduced
+from migrate.steps.epoch_figures import metric_reduced, not_sharded_words, unsharded_metrics, unsharded_sums
 from migrate.steps.horovod_synchronize import block_position
 
 
@@ -36,17 +36,18 @@ def horovod_metrics(ctx: Context) -> None:
         block, position = block_position(ctx, loop.node)
         if block is None:
             continue
-        sums = epoch_sums(loop.node, block, position, ctx.sites.training_loader_names)
+        sums = unsharded_sums(ctx, epoch_sums(loop.node, block, position, ctx.sites.training_loader_names))
         if sums is None:
             continue
         ctx.plan.insert_after(loop.node, statements(_allreduce_code(ctx, sums)))
         ctx.report("MIG405", f"{how_reduced(sums)} over every rank after the training loop (hvd.allreduce), so what "
-                   "rank 0 prints covers every rank's batches, as the original's did", loop.node)
-    for metric in returned_metrics(ctx.sites):
+                   f"rank 0 prints covers every rank's batches, as the original's did{not_sharded_words(ctx)}",
+                   loop.node)
+    for metric in unsharded_metrics(ctx, returned_metrics(ctx.sites)):
         ctx.plan.insert_after(metric.stmt, statements(_metric_code(ctx, metric)))
         ctx.report("MIG405", f"{metric_reduced(ctx, metric)} over every rank where it is bound (hvd.allreduce), "
                    "so every rank decides with the same value (the LR schedule, a test before saving), as the "
-                   "original did over every batch", metric.stmt)
+                   f"original did over every batch{not_sharded_words(ctx)}", metric.stmt)
 
 
 def _metric_code(ctx: Context, metric: ReturnedMetric) -> str:
@@ -63,5 +64,8 @@ def _allreduce_code(ctx: Context, sums: EpochSums) -> str:
     lines = ["# the epoch's figures over every rank's batches, not only this rank's share\n"]
     for name in sums.names:
         op = "Average" if name in sums.averaged else "Sum"
-        lines.append(f"{name} = {hvd}.allreduce({ctx.torch}.tensor({name}), op={hvd}.{op}).item()\n")
+        value = f"{hvd}.allreduce({ctx.torch}.tensor({name}), op={hvd}.{op}).item()"
+        if name in sums.averaged and name in sums.ints:  # a count every rank made over every batch
+            value = f"round({hvd}.allreduce({ctx.torch}.tensor({name}, dtype={ctx.torch}.float64), op={hvd}.{op}).item())"
+        lines.append(f"{name} = {value}\n")
     return "".join(lines)
