@@ -34,6 +34,9 @@ class Runtime:
     rank_variable: str = "RANK"  # the launcher's environment: readable before setup and after teardown
     local_rank_variable: str = "LOCAL_RANK"
     local_rank_name: str = "local_rank"  # the variable setup binds
+    # the local rank asked of the runtime, for a function of another module of the program (issue 27)
+    # that runs after setup; "" where the launcher's variable is always there (torchrun's LOCAL_RANK)
+    local_rank_call: str = ""
     sampler_arguments: str = ""  # what DistributedSampler needs beyond (dataset, shuffle=...)
     modules: tuple[str, ...] = ()  # other modules the templates name, as `{last part of the name}`
     # how the advice in messages, written in torch.distributed's words, reads for this runtime

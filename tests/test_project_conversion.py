@@ -272,3 +272,14 @@ def test_a_module_s_plain_cuda_call_is_left_as_it_is(tmp_path: Path) -> None:
     losses = _results(tmp_path / "train.py", "ddp")["losses.py"]
     assert "return t.cuda() if use_gpu else t" in losses.new  # only report()'s print is guarded
     assert _added(losses) == ["import os", 'if os.environ.get("RANK", "0") == "0":', "print(value)"]
+
+
+def test_horovod_asks_hvd_for_the_local_rank_inside_a_module(tmp_path: Path) -> None:
+    # horovodrun over MPI sets no HOROVOD_LOCAL_RANK: a module's function, called after hvd.init(), asks hvd
+    folder = _copy("step_in_engine", tmp_path)
+    (folder / "data.py").write_text((folder / "data.py").read_text().replace(
+        "def make_loader(batch_size):\n",
+        "def fetch(path):\n    import urllib.request\n    urllib.request.urlretrieve('https://example.org/x.pt', path)\n\n\n"
+        "def make_loader(batch_size):\n    fetch('x.pt')\n"))
+    data = _results(folder / "train.py", "horovod")["data.py"]
+    assert "if hvd.local_rank() == 0:" in data.new and "HOROVOD_LOCAL_RANK" not in data.new

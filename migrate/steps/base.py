@@ -199,6 +199,8 @@ class Context:
         name = self.distributed.local_rank_name
         if self.sees_setup_names(scope) and name not in scope.params:
             return name
+        if self.distributed.local_rank_call and not scope.is_module and self.in_other_module(scope.node):
+            return self.spell(self.distributed.local_rank_call)  # a module's function, called after setup
         return f"int({self.launcher_variable(self.distributed.local_rank_variable)})"
 
     # -- findings ----------------------------------------------------------------------------

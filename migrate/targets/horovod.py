@@ -46,6 +46,7 @@ HOROVOD = Runtime(
     ),
     rank_variable="HOROVOD_RANK",
     local_rank_variable="HOROVOD_LOCAL_RANK",
+    local_rank_call="{m}.local_rank()",  # horovodrun over MPI sets no HOROVOD_LOCAL_RANK
     sampler_arguments="num_replicas={m}.size(), rank={m}.rank()",
     advice=(
         ("torch.distributed.get_world_size()", "hvd.size()"), ("torch.distributed.get_rank()", "hvd.rank()"),
