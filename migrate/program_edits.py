@@ -48,7 +48,7 @@ def apply_to_parts(plan: EditPlan, program: Program, import_stmts: list[cst.Simp
         missing = [name for name, _line, _col in introduced_unbound_names(part.text, bare)]
         # a star import binds every name for the unbound check: a name the steps import is still
         # imported where the new code reads it and the file binds it by no name of its own
-        missing += sorted((scheduled & _loaded(bare)) - _loaded(part.text) - _bound_by_name(part.text))
+        missing += sorted(((scheduled | set(providers)) & _loaded(bare)) - _loaded(part.text) - _bound_by_name(part.text))
         lines = list(dict.fromkeys(providers[name] for name in missing if name in providers))
         new = _applied(plan, part.module, lines, import_stmts, is_stdlib, guards) if lines else bare
         texts.append(PartText(part, drop_imports_made_unused(part.text, new)))

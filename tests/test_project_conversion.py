@@ -283,3 +283,22 @@ def test_horovod_asks_hvd_for_the_local_rank_inside_a_module(tmp_path: Path) -> 
         "def make_loader(batch_size):\n    fetch('x.pt')\n"))
     data = _results(folder / "train.py", "horovod")["data.py"]
     assert "if hvd.local_rank() == 0:" in data.new and "HOROVOD_LOCAL_RANK" not in data.new
+
+
+
+def test_a_class_of_a_module_named_by_new_code_is_imported_past_a_star_import(tmp_path: Path) -> None:
+    # FSDP shards each `Block` of nets.py; the script star-imports nets, so the unbound check sees
+    # `Block` bound: the script still imports it by name
+    (tmp_path / "nets.py").write_text(
+        "import torch\n\n\nclass Block(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.layer = torch.nn.Linear(8, 8)\n\n    def forward(self, x):\n        return torch.relu(self.layer(x))\n\n\n"
+        "class Net(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.blocks = torch.nn.ModuleList([Block() for _ in range(3)])\n        print('built')\n\n"
+        "    def forward(self, x):\n        for block in self.blocks:\n            x = block(x)\n        return x\n")
+    (tmp_path / "train.py").write_text(
+        "import torch\nfrom nets import *\n\nif __name__ == '__main__':\n    model = Net()\n"
+        "    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n    for step in range(3):\n"
+        "        loss = model(torch.randn(4, 8)).pow(2).mean()\n        optimizer.zero_grad()\n"
+        "        loss.backward()\n        optimizer.step()\n")
+    train = _results(tmp_path / "train.py", "fsdp")["train.py"]
+    assert "isinstance(submodule, Block)" in train.new and "from nets import Block" in _added(train)
