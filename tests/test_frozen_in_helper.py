@@ -45,3 +45,40 @@ def test_a_part_frozen_in_the_training_function_makes_ddp_find_unused_parameters
 def test_the_whole_model_frozen_for_a_step_is_still_no_gap() -> None:
     whole = SCRIPT.replace("model[0].parameters()", "model.parameters()")
     assert "find_unused_parameters" not in migrate_source(whole, "ddp").new
+
+
+LOSS_WITH_TAIL = '''import torch
+
+
+class TailLoss(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.tail = torch.nn.Parameter(torch.zeros(4))
+
+    def forward(self, hidden, head=None):
+        weights = self.tail if head is None else torch.cat([head, self.tail])
+        return (hidden[..., : weights.numel()] * weights).sum()
+
+
+def main():
+    model = torch.nn.Linear(4, 4)
+    criterion = TailLoss()
+    optimizer = torch.optim.SGD(list(model.parameters()) + list(criterion.parameters()), lr=0.1)
+    for step in range(3):
+        loss = criterion(model(torch.randn(2, 4)))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+
+def test_a_part_read_in_both_arms_of_a_conditional_expression_is_no_gap() -> None:
+    # `self.tail if head is None else torch.cat([head, self.tail])` reads the part whichever arm runs
+    result = migrate_source(LOSS_WITH_TAIL, "ddp")
+    assert "criterion = DDP(criterion" in result.new or "DDP(" in result.new
+    assert "find_unused_parameters" not in result.new
+    assert not [f for f in result.findings if f.code == "MIG501"]

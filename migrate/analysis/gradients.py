@@ -437,7 +437,7 @@ def _without_gradient(index: ScriptIndex, use: AttributeUse) -> tuple[str, cst.C
         parent = parents[node]
         if isinstance(parent, cst.Attribute) and parent.value is node and parent.attr.value in DETACH:
             return f"is only used detached (`.{parent.attr.value}()`) in {where}", parent
-        if isinstance(parent, cst.IfExp) and node is not parent.test:
+        if isinstance(parent, cst.IfExp) and node is not parent.test and not _in_both_arms(parent, use.node):
             why = _skipped_when(index, parent.test, node is parent.orelse, method)
             if why is not None:
                 return f"{why} in {where}", parent
@@ -448,6 +448,14 @@ def _without_gradient(index: ScriptIndex, use: AttributeUse) -> tuple[str, cst.C
             if why is not None:
                 return f"{why} in {where}", outer
     return None
+
+
+def _in_both_arms(choice: cst.IfExp, use: cst.Attribute) -> bool:
+    """`self.tail if w is None else torch.cat([w, self.tail])`: the part is read whichever arm runs."""
+    spelled = spell(use)
+    return spelled is not None and all(
+        any(isinstance(n, cst.Attribute) and spell(n) == spelled for n in descendants(arm))
+        for arm in (choice.body, choice.orelse))
 
 
 def _chain_in(index: ScriptIndex, stmt: cst.BaseStatement, method: Scope) -> list[cst.BaseStatement]:
