@@ -302,3 +302,14 @@ def test_a_class_of_a_module_named_by_new_code_is_imported_past_a_star_import(tm
         "        loss.backward()\n        optimizer.step()\n")
     train = _results(tmp_path / "train.py", "fsdp")["train.py"]
     assert "isinstance(submodule, Block)" in train.new and "from nets import Block" in _added(train)
+
+
+def test_a_module_s_progress_bar_is_disabled_by_the_launcher_s_rank(tmp_path: Path) -> None:
+    # like its guards, a module's tqdm(disable=...) reads RANK: no process group needed (a worker, one process)
+    folder = _copy("step_in_engine", tmp_path)
+    (folder / "engine.py").write_text((folder / "engine.py").read_text()
+                                      .replace("from torch.nn import functional\n", "from torch.nn import functional\nfrom tqdm import tqdm\n")
+                                      .replace("for inputs, labels in loader:", "for inputs, labels in tqdm(loader):"))
+    engine = _results(folder / "train.py", "ddp")["engine.py"]
+    assert 'for inputs, labels in tqdm(loader, disable=os.environ.get("RANK", "0") != "0"):' in engine.new
+    assert "torch.distributed" not in engine.new

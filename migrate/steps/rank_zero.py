@@ -524,6 +524,8 @@ def _disable_progress_bar(ctx: Context, call: CallSite) -> None:
     if not runs_in_process_group(ctx.index, ctx.sites.entry, call.place.stmt):
         return
     test = f"{ctx.rank()} != 0"
+    if ctx.in_other_module(call.node) and ctx.distributed.rank_variable == "RANK":  # as a module's guards (issue 27)
+        test = f'{ctx.launcher_variable(ctx.distributed.rank_variable)} != "0"'
 
     def add_disable(updated: cst.CSTNode) -> cst.CSTNode:
         assert isinstance(updated, cst.Call)
