@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     import libcst as cst
 
     from migrate.analysis.program import Program
+    from migrate.project import Importer
     from migrate.records import Artifact
     from migrate.rewrite import EditPlan
     from migrate.steps.base import Context
@@ -183,10 +184,7 @@ def _library_finding(sites: TrainingSites, code: str, path: str, target: str, re
     the entry points of its folder that import it (migrate.project), each with the command to run.
     The folder is listed only when modules are read at all and it holds this file (not for a
     conversion of text, nor for a copy elsewhere): otherwise the advice says nothing of importers."""
-    import shlex
-
     from migrate.analysis.positions import Positions
-    from migrate.project import importing_entry_points
 
     trainers: list[str] = []
     for call in sites.backward_calls:
@@ -201,8 +199,7 @@ def _library_finding(sites: TrainingSites, code: str, path: str, target: str, re
     folder = os.path.dirname(path)
     names = python_files(read_module, folder)
     if os.path.basename(path) in names:
-        importers = importing_entry_points(path, [os.path.join(folder, name) for name in names], read_module)
-        runs = [f"{each.describe(folder)}: run `migrate to-{target} {shlex.quote(each.path)}`" for each in importers[:5]]
+        importers, runs = _importer_commands(path, target, read_module)
         more = f"; and {len(importers) - 5} more" if len(importers) > 5 else ""
         if len(importers) == 1:
             advice = f"it is imported by {runs[0]}, the script its training runs from"
@@ -317,6 +314,15 @@ def _no_backward_message(imports: dict[str, str], code: str, path: str, target: 
 
 def _importers_advice(path: str, target: str, read_module: ReadModule) -> str:
     """The entry points of the file's folder that import it, each with the command that converts it."""
+    importers, runs = _importer_commands(path, target, read_module)
+    if not importers:
+        return "convert the entry point that imports it (no entry point of its folder imports it)"
+    return "it is imported by " + "; ".join(runs)
+
+
+def _importer_commands(path: str, target: str, read_module: ReadModule) -> tuple[list[Importer], list[str]]:
+    """The entry points of the file's folder that import it (migrate.project), and for the first
+    five, `train.py (line 3: ...): run `migrate to-<target> train.py``."""
     import shlex
 
     from migrate.project import importing_entry_points
@@ -324,10 +330,8 @@ def _importers_advice(path: str, target: str, read_module: ReadModule) -> str:
     folder = os.path.dirname(path)
     names = python_files(read_module, folder)
     importers = importing_entry_points(path, [os.path.join(folder, name) for name in names], read_module)
-    if not importers:
-        return "convert the entry point that imports it (no entry point of its folder imports it)"
     runs = [f"{each.describe(folder)}: run `migrate to-{target} {shlex.quote(each.path)}`" for each in importers[:5]]
-    return "it is imported by " + "; ".join(runs)
+    return importers, runs
 
 
 def _first(trainers: list[str]) -> str:
@@ -501,13 +505,12 @@ def _through_its_entry_point(path: str, text: str, target: str, options: Options
     """A library module named on its own (MIG119, or MIG002 for one that only calls the step) whose
     folder has exactly one entry point importing it: that entry point's conversion, which reads the
     module with it (issue 27), with a note (MIG134) saying so. None otherwise."""
-    from migrate.project import importing_entry_points, runs_when_started
+    from migrate.project import runs_when_started
 
     if runs_when_started(text):
         return None
     folder = os.path.dirname(path)
-    candidates = [os.path.join(folder, name) for name in python_files(read_from_disk, folder)]
-    importers = importing_entry_points(path, candidates, read_from_disk)
+    importers, _runs = _importer_commands(path, target, read_from_disk)
     if len(importers) != 1:
         return None
     through = migrate_file(importers[0].path, target, options)

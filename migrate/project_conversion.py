@@ -41,14 +41,12 @@ def refusal_result(run: ProgramRun) -> FileResult:
     file and line (a caller of the library sees why on the script it converted)."""
     program, folder = run.program, os.path.dirname(run.path)
     findings: list[Finding] = []
-    for each in run.findings:
-        part, line = program.place(each.line) if each.line > 0 else (program.script, each.line)
-        message = _lines_named(each.message, program, part, folder)
+    for part, each in _in_files(run):
         if part is program.script:
-            findings.append(Finding(each.code, each.severity, message, line, each.col))
+            findings.append(each)
         else:
-            findings.append(Finding(each.code, each.severity, f"in {_file(part, folder)} (line {line}): {message}",
-                                    part.imported_at, 1))
+            findings.append(Finding(each.code, each.severity, f"in {_file(part, folder)} (line {each.line}): "
+                                    f"{each.message}", part.imported_at, 1))
     findings += [_left_out(each, folder) for each in program.left_out]
     return FileResult(path=run.path, old=run.code, new=run.code, skipped=True,
                       findings=tuple(sorted(findings, key=lambda f: (f.line, f.col, f.code))))
@@ -60,10 +58,8 @@ def program_result(run: ProgramRun, plan_texts: list[tuple[Part, str]], read_mod
     program, path, code = run.program, run.path, run.code
     folder = os.path.dirname(path)
     by_part: dict[str, list[Finding]] = {part.path: [] for part in program.parts}
-    for each in run.findings:
-        part, line = program.place(each.line) if each.line > 0 else (program.script, each.line)
-        message = _lines_named(each.message, program, part, folder)
-        by_part[part.path].append(Finding(each.code, each.severity, message, line, each.col))
+    for part, each in _in_files(run):
+        by_part[part.path].append(each)
     texts = {part.path: new for part, new in plan_texts}
     failure = _failure(program, texts, folder)
     if failure is not None:
@@ -90,6 +86,18 @@ def program_result(run: ProgramRun, plan_texts: list[tuple[Part, str]], read_mod
     findings = tuple(sorted(kept, key=lambda f: (f.line, f.col, f.code)))
     return FileResult(path=path, old=code, new=script_new, findings=findings, artifacts=run.artifacts,
                       modules=tuple(modules))
+
+
+def _in_files(run: ProgramRun) -> list[tuple[Part, Finding]]:
+    """Each finding with the file that holds its line, its line and the lines its words name as
+    that file's (the program's positions, mapped back)."""
+    program, folder = run.program, os.path.dirname(run.path)
+    placed: list[tuple[Part, Finding]] = []
+    for each in run.findings:
+        part, line = program.place(each.line) if each.line > 0 else (program.script, each.line)
+        message = _lines_named(each.message, program, part, folder)
+        placed.append((part, Finding(each.code, each.severity, message, line, each.col)))
+    return placed
 
 
 def _failure(program: Program, texts: dict[str, str], folder: str) -> Finding | None:
