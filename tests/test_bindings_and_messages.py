@@ -106,6 +106,69 @@ def test_a_helper_of_another_module_that_reads_attributes_gets_the_module(tmp_pa
     assert 'getattr(net, "module", net)' in warning
 
 
+AVERAGER = '''class Averager:
+    def __init__(self, decay):
+        self.decay = decay
+        self.calls = 0
+
+    def update(self, average, live):
+        if self.calls == 0:
+            self.copy_weights(average, live)
+        else:
+            for mine, theirs in zip(average.parameters(), live.parameters()):
+                mine.data.mul_(self.decay).add_(theirs.data, alpha=1 - self.decay)
+        self.calls += 1
+
+    def copy_weights(self, average, live):
+        average.load_state_dict(live.state_dict())
+
+
+class Scorer:
+    def __init__(self, x):
+        self.x = x
+
+    def score(self, net):
+        return net(self.x).sum().item() * net.n_classes
+'''
+
+USES_AVERAGER = HEAD + '''from averaging import Averager, Scorer
+
+
+def main():
+    loader = DataLoader(TensorDataset(torch.randn(32, 8), torch.randint(0, 2, (32,))), batch_size=8, shuffle=True)
+    model = Net()
+    average = copy.deepcopy(model).requires_grad_(False)
+    averager = Averager(0.99)
+    scorer = Scorer(torch.randn(4, 8))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for epoch in range(2):
+        for x, y in loader:
+            optimizer.zero_grad()
+            nn.functional.cross_entropy(model(x), y).backward()
+            optimizer.step()
+            averager.update(average, model)
+            scorer.score(model)
+    torch.save(average.state_dict(), "average.pt")
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+
+def test_a_method_of_an_imported_class_gets_the_module_when_it_only_reads_weights(tmp_path: Path) -> None:
+    """`averager.update(average, model)` in the step loop: Averager (another module) copies the
+    weights through a second method (`live.state_dict()`, whose keys carry `module.` through the
+    wrapper) and never runs the model, so it is handed `model.module`; `scorer.score(model)` runs
+    the model and reads `net.n_classes`: handing it the module would skip the wrapper, so MIG105."""
+    (tmp_path / "averaging.py").write_text(AVERAGER)
+    result = migrate_source(USES_AVERAGER, "ddp", path=str(tmp_path / "train.py"), read_module=read_from_disk)
+    assert "            averager.update(average, model.module)\n" in result.new
+    assert "            scorer.score(model)\n" in result.new
+    [warning] = messages(result, "MIG105")
+    assert warning.startswith("`Scorer.score()` of averaging.py reads `net.n_classes` on the model it is handed")
+
+
 def test_converting_text_reads_no_module_unless_handed_a_reader(tmp_path: Path) -> None:
     """migrate_source is a function of the text: the helper module beside `path` is seen only
     through the reader the caller passes (migrate_paths and the CLI pass the disk's)."""

@@ -339,12 +339,13 @@ def _holders(root: cst.CSTNode, targets: list[set[int]]) -> list[set[int]]:
 
 
 def _loss_names(sites: TrainingSites, scope: Scope) -> set[str]:
-    """What backward is called on: `loss` in `loss.backward()`, `scaler.scale(loss).backward()`."""
+    """What backward is called on: `loss` in `loss.backward()`, `scaler.scale(loss).backward()`;
+    not the model or the imports of `F.cross_entropy(net(x), y).backward()` (every rank's alike)."""
     names: set[str] = set()
     for call in sites.backward_calls:
         if call.place.scope is scope and isinstance(call.node.func, cst.Attribute):
             names |= read_names(call.node.func.value)
-    return names
+    return names - {m.spelling for m in sites.models} - set(sites.index.imports)
 
 
 def _forward_outputs(index: ScriptIndex, scope: Scope, models: set[str]) -> set[str]:
@@ -434,3 +435,132 @@ def per_rank_condition(sites: TrainingSites, stmt: cst.BaseStatement) -> cst.If 
             if isinstance(around, cst.If | cst.While) and around is not place and _values_read(around.test) & per_rank:
                 return around
     return None
+
+
+# -- a decision on what the model computed on this rank ----------------------------------------
+
+
+@dataclass(frozen=True)
+class EvaluatedCondition:
+    """An `if`/`while` around a statement whose test reads a value computed by running the model
+    on this rank (`if val_score["Mean IoU"] > best:` after `val_score = validate(model=model, ...)`)."""
+
+    condition: cst.If | cst.While
+    name: str  # the name the test reads
+    run: cst.Call  # the call that ran the model, in the function that binds a value `name` is computed from
+    evaluating: tuple[Scope, ...]  # that function and the functions of this program the call runs
+
+
+def evaluated_condition(sites: TrainingSites, stmt: cst.BaseStatement) -> EvaluatedCondition | None:
+    """The condition around `stmt` (in its function, or around a call of that function) that reads a
+    value the model computed on this rank: a forward's output, or what a function handed the model
+    (or one that runs it) returned; not what a training function returned (epoch_sums: reduced over
+    the ranks, or reported as such). Under a sharded model no rank's such value is known to match the
+    others': each rank evaluates with its own buffers (BatchNorm statistics are not averaged) and
+    often its own batches or episodes."""
+    index: ScriptIndex = sites.index
+    scope = index.scope_of.get(stmt)
+    if scope is None:
+        return None
+    models = {m.spelling for m in sites.models}
+    for place in [stmt, *_calls_running(index, scope)]:
+        where = index.scope_of.get(place)
+        if where is None:
+            continue
+        runs = {target: call for target, value in _assignments(index, where)
+                if target not in models and (call := _model_run(index, value, models, where.class_name)) is not None
+                and not any(c.name in sites.training_scopes for c in _callees(index, call, where.class_name))}
+        edges = _readers(index, where)
+        for collection, value in _collected(where):
+            for name in read_names(value):
+                edges = {**edges, name: [*edges.get(name, []), collection]}
+        for around in index.enclosing_statements(place):
+            if not isinstance(around, cst.If | cst.While) or around is place:
+                continue
+            read = sorted(_values_read(around.test))
+            for name in [n for n in read if n in runs] + [n for n in read if n not in runs]:  # a run's own result first
+                origin = next((runs[seed] for seed in sorted(runs) if name in reachable(edges, {seed})), None)
+                if origin is not None:
+                    return EvaluatedCondition(around, name, origin, (where, *_callees(index, origin, where.class_name)))
+    return None
+
+
+def _calls_running(index: ScriptIndex, scope: Scope) -> list[cst.BaseStatement]:
+    """The statements that call the function `scope`: `save_ckpt(path)`, or `agent.save(dir)` for
+    the method `Agent.save` (called on something of this program, not on an import)."""
+    if scope.is_module:
+        return []
+    name = scope.name.rsplit(".", 1)[-1]
+    found: list[cst.BaseStatement] = []
+    for call in index.calls:
+        func = call.node.func
+        if scope.class_name and isinstance(func, cst.Attribute) and func.attr.value == name:
+            receiver = spell(func.value)
+            if receiver is not None and receiver.split(".")[0] not in index.imports:
+                found.append(call.place.stmt)
+        elif not scope.class_name and call.name == name:
+            found.append(call.place.stmt)
+    return found
+
+
+def _model_run(index: ScriptIndex, value: cst.BaseExpression, models: set[str], class_name: str | None) -> cst.Call | None:
+    """The call in `value` that runs a model: its forward (`net(x)`), a function handed it
+    (`validate(model=model)`), or a function or method of this program that runs one
+    (`agent.act(state)` where `Agent.act` calls `self.net(...)`)."""
+    running = _running_scopes(index, models)
+    for call in calls_in(value):
+        if spell(call.func) in models or any(spell(arg.value) in models for arg in call.args):
+            return call
+        if any(callee.name in running for callee in _callees(index, call, class_name)):
+            return call
+    return None
+
+
+def _callees(index: ScriptIndex, call: cst.Call, class_name: str | None) -> list[Scope]:
+    """The functions of this program a call (made in a method of `class_name`, or not) may run: by
+    its name, `self.method(...)` of that class, or for `thing.method(...)` every method of that name
+    (the receiver's class is not always known: a parameter)."""
+    spelled = spell(call.func)
+    if spelled is None:
+        return []
+    if spelled in index.functions:
+        return [index.functions[spelled]]
+    receiver, _, method = spelled.rpartition(".")
+    if receiver == "self":
+        own = index.functions.get(f"{class_name}.{method}") if class_name else None
+        return [own] if own is not None else []
+    if not receiver or "." in receiver or receiver in index.imports:
+        return []
+    return [scope for name, scope in index.functions.items() if name.endswith(f".{method}") and scope.class_name]
+
+
+def _running_scopes(index: ScriptIndex, models: set[str]) -> set[str]:
+    """The functions of this program that call a model (`self.online_net(state)`), themselves or
+    through the functions they call."""
+    def build() -> set[str]:
+        direct: set[str] = set()
+        callers: dict[str, list[str]] = {}
+        for name, scope in index.functions.items():
+            for call in calls_in(scope.node):
+                if spell(call.func) in models:
+                    direct.add(name)
+                for callee in _callees(index, call, scope.class_name):
+                    callers.setdefault(callee.name, []).append(name)
+        return reachable(callers, direct)
+    return index.answer("running_scopes", frozenset(models), build)
+
+
+COLLECTING = frozenset({"append", "extend", "add", "insert"})
+
+
+def _collected(scope: Scope) -> list[tuple[str, cst.BaseExpression]]:
+    """(collection, value) for `rewards.append(total)` and the like in `scope`: the collection holds
+    what the value is computed from."""
+    found: list[tuple[str, cst.BaseExpression]] = []
+    for call in calls_in(scope.node):
+        func = call.func
+        if isinstance(func, cst.Attribute) and func.attr.value in COLLECTING and call.args:
+            collection = spell(func.value)
+            if collection is not None:
+                found.extend((collection, arg.value) for arg in call.args)
+    return found

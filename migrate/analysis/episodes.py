@@ -27,7 +27,7 @@ ENV_METHODS = frozenset({"step", "reset"})
 def environment_control(sites: TrainingSites) -> list[Divergence]:
     """MIG121 (hangs) for each condition on per-rank environment state that gates training."""
     index: ScriptIndex = sites.index
-    envs = _environments(index)
+    envs = environments(index)
     if not envs:
         return []
     state = _environment_state(index, envs)
@@ -44,7 +44,7 @@ def environment_control(sites: TrainingSites) -> list[Divergence]:
     return found
 
 
-def _environments(index: ScriptIndex) -> set[str]:
+def environments(index: ScriptIndex) -> set[str]:
     """Names bound to an environment: `env = gym.make(...)` (any name), or a name spelled like one."""
     names: set[str] = set()
     for binding in index.bindings:

@@ -16,7 +16,7 @@ import libcst as cst
 
 from migrate.analysis.closures import closures_reading
 from migrate.analysis.divergence import base_spelling, reinitialization
-from migrate.analysis.index import AttributeUse, Binding, Scope, ScriptIndex, child_nodes, descendants, reachable, read_names, spell
+from migrate.analysis.index import AttributeUse, Binding, CallSite, Scope, ScriptIndex, child_nodes, descendants, reachable, read_names, spell
 from migrate.analysis.homes import COMPILE, DATA_PARALLEL, MOVES, home_binding, without_moves, wraps_itself
 from migrate.analysis.sites import ModelSite
 from migrate.analysis.syntax import argument, calls_in, contains
@@ -944,46 +944,141 @@ def _module_method_call(index: ScriptIndex, reached: set[str]) -> tuple[str, Att
 
 
 @dataclass(frozen=True)
+class ForeignCallee:
+    """A function of another module of the script's folder that a call runs: `evaluate.evaluate`
+    (imported), or `modules.EMA.step_ema` (a method of an instance of a class imported from it)."""
+
+    qualified: str
+    method: bool  # called on an instance: the arguments start after `self`
+
+
+def foreign_callee(index: ScriptIndex, call: CallSite) -> ForeignCallee | None:
+    """What `call` runs when it is a function imported from another module (`evaluate(net)`) or a
+    method of an instance built from an imported class (`ema = EMA(0.995)`; `ema.step_ema(m, net)`)."""
+    head = spell(call.node.func)
+    if call.name is None or head is None:
+        return None
+    if head.split(".")[0] in index.imports:
+        return ForeignCallee(call.name, method=False)
+    owner, _, method = head.rpartition(".")
+    if not owner or "." in owner:
+        return None
+    cls = _imported_class(index, home_binding(index, owner, call.place.scope))
+    return ForeignCallee(f"{cls}.{method}", method=True) if cls is not None else None
+
+
+def _imported_class(index: ScriptIndex, binding: Binding | None) -> str | None:
+    """The qualified name of an imported class a binding builds (`ema = EMA(0.995)` -> "modules.EMA")."""
+    if binding is None or not isinstance(binding.value, cst.Call):
+        return None
+    func = binding.value.func
+    name = spell(func)
+    if name is None or name in index.classes or name.split(".")[0] not in index.imports:
+        return None
+    return index.qualify(func)
+
+
+@dataclass(frozen=True)
 class ForeignReads:
     """What a function of another module of the script's folder reads of a model handed to it:
     `evaluate(net, loader)` in evaluate.py reading `net.n_classes`."""
 
     path: str  # the module's file
-    function: str
+    function: str  # as the module spells it: `evaluate`, `EMA.step_ema`
     param: str
-    attributes: tuple[str, ...]  # read on the parameter, other than what the wrapper answers
+    attributes: tuple[str, ...]  # read on the parameter (or in a method of its class it is handed to), other than what the wrapper answers
+    forward: bool  # whether it calls the model (`param(x)`, `param.forward(x)`): a run past the wrapper
 
 
-def foreign_reads(folder: str, qualified: str, position: int | None, keyword: str | None,
+def foreign_reads(folder: str, callee: ForeignCallee, position: int | None, keyword: str | None,
                   safe: frozenset[str], read: ReadModule) -> ForeignReads | None:
-    """The attributes that the function `qualified` (`evaluate.evaluate`, imported from a module of
-    `folder`, whose text `read` gives) reads on the parameter it receives at `position` (or as
-    `keyword`), other than `safe` ones; None when the module is not read, does not parse, or reads
-    nothing else."""
-    module, _, name = qualified.lstrip(".").rpartition(".")
-    if not module or qualified.startswith(".."):
+    """The attributes that the function `callee` (of a module of `folder`, whose text `read` gives)
+    reads on the parameter it receives at `position` (or as `keyword`), other than `safe` ones, also
+    in the methods of its class it hands the parameter to (`self.reset_parameters(ema, model)`);
+    None when the module is not read, does not parse, or reads nothing else."""
+    found = _foreign_function(folder, callee, read)
+    if found is None:
         return None
-    path = os.path.join(folder, module.replace(".", os.sep) + ".py")
-    function = _module_function(read(path), name)
-    if function is None:
-        return None
-    param = _parameter(function, position, keyword)
+    path, spelled, function, methods = found
+    param = _parameter(function, position + 1 if callee.method and position is not None else position, keyword)
     if param is None:
         return None
-    reads = sorted({node.attr.value for node in descendants(function.body)
-                    if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name)
-                    and node.value.value == param and node.attr.value not in safe})
-    return ForeignReads(path, name, param, tuple(reads)) if reads else None
+    reads: set[str] = set()
+    forward = _reads_of(function, param, safe, methods, reads, seen={function.name.value})
+    return ForeignReads(path, spelled, param, tuple(sorted(reads)), forward) if reads else None
 
 
-def _module_function(text: str | None, name: str) -> cst.FunctionDef | None:
+def _foreign_function(folder: str, callee: ForeignCallee, read: ReadModule
+                      ) -> tuple[str, str, cst.FunctionDef, dict[str, cst.FunctionDef]] | None:
+    """The file, the spelling, the function and the methods of its class (none for a function)."""
+    qualified = callee.qualified
+    if qualified.startswith(".."):
+        return None
+    module, _, name = qualified.lstrip(".").rpartition(".")
+    cls = ""
+    if callee.method:
+        module, _, cls = module.rpartition(".")
+    if not module:
+        return None
+    path = os.path.join(folder, module.replace(".", os.sep) + ".py")
+    tree = _parsed(read(path))
+    if tree is None:
+        return None
+    if not cls:
+        function = next((s for s in tree.body if isinstance(s, cst.FunctionDef) and s.name.value == name), None)
+        return (path, name, function, {}) if function is not None else None
+    owner = next((s for s in tree.body if isinstance(s, cst.ClassDef) and s.name.value == cls), None)
+    methods = {s.name.value: s for s in owner.body.body if isinstance(s, cst.FunctionDef)} if owner is not None else {}
+    return (path, f"{cls}.{name}", methods[name], methods) if name in methods else None
+
+
+def _parsed(text: str | None) -> cst.Module | None:
     if text is None:
         return None
     try:
-        tree = cst.parse_module(text)
+        return cst.parse_module(text)
     except cst.ParserSyntaxError:
         return None
-    return next((s for s in tree.body if isinstance(s, cst.FunctionDef) and s.name.value == name), None)
+
+
+def _reads_of(function: cst.FunctionDef, param: str, safe: frozenset[str], methods: dict[str, cst.FunctionDef],
+              reads: set[str], seen: set[str]) -> bool:
+    """Adds to `reads` what `function` reads on `param`, and in the methods (`self.name(...)`) it
+    hands `param` to; returns whether any of them calls the model."""
+    forward = False
+    for node in descendants(function.body):
+        if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == param:
+            if node.attr.value not in safe:
+                reads.add(node.attr.value)
+        if not isinstance(node, cst.Call):
+            continue
+        if _is_name(node.func, param) or (isinstance(node.func, cst.Attribute) and _is_name(node.func.value, param)
+                                          and node.func.attr.value == "forward"):
+            forward = True
+        callee = node.func.attr.value if isinstance(node.func, cst.Attribute) and _is_name(node.func.value, "self") else None
+        if callee is None or callee not in methods or callee in seen:
+            continue
+        seen.add(callee)
+        for handed in _parameters_handed(methods[callee], node, param):
+            forward = _reads_of(methods[callee], handed, safe, methods, reads, seen) or forward
+    return forward
+
+
+def _is_name(node: cst.BaseExpression, name: str) -> bool:
+    return isinstance(node, cst.Name) and node.value == name
+
+
+def _parameters_handed(method: cst.FunctionDef, call: cst.Call, param: str) -> list[str]:
+    """The parameters of `method` that `call` (`self.method(...)`) binds to the bare name `param`."""
+    handed: list[str] = []
+    for position, arg in enumerate(call.args):
+        if arg.star or not _is_name(arg.value, param):
+            continue
+        keyword = arg.keyword.value if arg.keyword is not None else None
+        name = _parameter(method, None if keyword else position + 1, keyword)
+        if name is not None:
+            handed.append(name)
+    return handed
 
 
 def _parameter(function: cst.FunctionDef, position: int | None, keyword: str | None) -> str | None:

@@ -34,8 +34,8 @@ from migrate.project_files import ReadModule
 SENTINEL = "pass\n"
 MAX_PARTS = 12  # modules joined to one script at most
 JOIN_DEPTH = 2  # imports followed from the script
-# what a module must mention to be joined to a script that trains by itself: a write, a save, a download
-WRITE_WORDS = ("backward", ".save(", "open(", "urlretrieve", "download", "makedirs", "mkdir", ".savefig(", "print(")
+# what a module must mention to be joined to a script that trains by itself: a write, a save, a download, a TensorBoard writer
+WRITE_WORDS = ("backward", ".save(", "open(", "urlretrieve", "download", "makedirs", "mkdir", ".savefig(", "print(", "SummaryWriter(")
 
 
 @dataclass(frozen=True, eq=False)

@@ -57,11 +57,16 @@ RANK_WORDS = ("rank", "is_main", "main_process", "master")
 def rank_zero(ctx: Context) -> None:
     index = ctx.index
     loggers = _bound_names(index, lambda q: q.endswith("getLogger"))
-    writers = _bound_names(index, lambda q: q in WRITERS)
+    factories = writer_factories(index)
+    writers = _bound_names(index, lambda q: q in WRITERS) | _made_by(index, factories)
     runs = _bound_names(index, lambda q: q == "wandb.init")
     images = {b.target for b in index.bindings if isinstance(b.value, cst.Call) and _makes_image(index, b.value)}
     for call in index.calls:
         kind = _sink_kind(index, call, loggers, writers, runs)
+        if kind == "create" and call.place.scope.name in factories:
+            continue  # `writer = SummaryWriter(...)` ... `return writer`: made where the factory is called
+        if kind is None and _factory_called(index, call.node, factories):
+            kind = "create"
         if kind is None and _saves_image(index, call, images):
             kind = "write"
         if kind == "progress":
@@ -81,6 +86,38 @@ def rank_zero(ctx: Context) -> None:
                 continue
             ctx.plan.guard(stmt, ctx.rank_zero_test())
     _settle_handles(ctx)
+
+
+def writer_factories(index: ScriptIndex) -> set[str]:
+    """The functions of this program that make a SummaryWriter and return it (`def create_summary(self):
+    writer = SummaryWriter(...); return writer`): their callers hold a writer."""
+    def find() -> set[str]:
+        found: set[str] = set()
+        for name, scope in index.functions.items():
+            made = {b.target for b in index.bindings if b.place.scope is scope and isinstance(b.value, cst.Call)
+                    and index.qualify(b.value.func) in WRITERS}
+            for node in descendants(scope.node):
+                if isinstance(node, cst.Return) and node.value is not None and (
+                        spell(node.value) in made
+                        or isinstance(node.value, cst.Call) and index.qualify(node.value.func) in WRITERS):
+                    found.add(name)
+        return found
+    return index.derived("rank_zero_writer_factories", find)
+
+
+def _factory_called(index: ScriptIndex, call: cst.Call, factories: set[str]) -> bool:
+    """Whether `call` runs one of the writer `factories`: by name, or as a method (`self.summary.create_summary()`)."""
+    spelled = index.qualify(call.func) or ""
+    if spelled in factories:
+        return True
+    receiver, _, method = spelled.rpartition(".")
+    return bool(receiver) and receiver.split(".")[0] not in index.imports and any(
+        f.endswith(f".{method}") for f in factories if "." in f)
+
+
+def _made_by(index: ScriptIndex, factories: set[str]) -> set[str]:
+    """The names bound from a call of a writer factory (`self.writer = self.summary.create_summary()`)."""
+    return {b.target for b in index.bindings if isinstance(b.value, cst.Call) and _factory_called(index, b.value, factories)}
 
 
 def _bound_names(index: ScriptIndex, matches: Callable[[str], bool]) -> set[str]:
@@ -339,17 +376,26 @@ def _runs_no_model(ctx: Context, name: str) -> bool:
 def output_handles(ctx: Context) -> set[str]:
     """The names bound to an output handle: a SummaryWriter, a logger, a wandb run."""
     def build() -> set[str]:
-        return _bound_names(ctx.index, lambda q: q in WRITERS or q == "wandb.init" or q.endswith("getLogger"))
+        made = _bound_names(ctx.index, lambda q: q in WRITERS or q == "wandb.init" or q.endswith("getLogger"))
+        return made | _made_by(ctx.index, writer_factories(ctx.index))
 
     return ctx.index.derived("rank_zero_output_handles", build)
 
 
 def _method_of_instance(ctx: Context, call: cst.Call, name: str) -> Scope | None:
     """The method of this file's class that `owner.method(...)` calls, where `owner` is bound to an
-    instance of that class in the call's scope (`fitter = Fitter(model)`)."""
+    instance of that class in the call's scope (`fitter = Fitter(model)`), or `self.owner` in the
+    class's own methods (`self.summary = TensorboardSummary(...)`)."""
     owner, _, method = name.rpartition(".")
     site = ctx.index.call_site(call)
-    if not owner or "." in owner or site is None:
+    if not owner or site is None:
+        return None
+    if owner.startswith("self.") and owner.count(".") == 1 and site.place.scope.class_name:
+        bindings = ctx.index.bindings_of_in_class(owner, site.place.scope.class_name)
+        made = {spell(b.value.func) for b in bindings if isinstance(b.value, cst.Call)}
+        cls = made.pop() if len(made) == 1 else None
+        return ctx.index.functions.get(f"{cls}.{method}") if cls in ctx.index.classes else None
+    if "." in owner:
         return None
     cls = class_of_binding(ctx.index, owner, site.place.scope)
     return ctx.index.functions.get(f"{cls}.{method}") if cls is not None else None
@@ -609,6 +655,7 @@ def _handle_readers(ctx: Context, create: CallSite) -> tuple[list[cst.BaseStatem
     index = ctx.index
     pending: list[tuple[str, Scope, cst.CSTNode | None]] = [
         (b.target, b.place.scope, None) for b in index.bindings if b.value is create.node]
+    pending += [entry for name, scope, _ in pending for entry in _on_instances(index, name, scope)]
     seen: set[str] = set()
     readers: list[cst.BaseStatement] = []
     while pending:
@@ -626,6 +673,16 @@ def _handle_readers(ctx: Context, create: CallSite) -> tuple[list[cst.BaseStatem
             inner = [s for s in descendants(stmt) if isinstance(s, cst.BaseStatement)]
             pending += [(b.target, b.place.scope, origin or node) for s in inner for b in index.bindings_at(s)]
     return readers, None
+
+
+def _on_instances(index: ScriptIndex, name: str, scope: Scope) -> list[tuple[str, Scope, cst.CSTNode | None]]:
+    """`trainer.writer` in the scope of `trainer = Trainer(args)`, for `self.writer` bound in a
+    method of Trainer: the same handle, read from outside the class (`trainer.writer.close()`)."""
+    if not name.startswith("self.") or name.count(".") != 1 or not scope.class_name:
+        return []
+    attribute = name.removeprefix("self.")
+    return [(f"{b.target}.{attribute}", b.place.scope, None) for b in index.bindings
+            if isinstance(b.value, cst.Call) and spell(b.value.func) == scope.class_name and "." not in b.target]
 
 
 def _inside_any(ctx: Context, stmt: cst.BaseStatement, outer: list[cst.BaseStatement]) -> bool:

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from migrate.analysis.index import AttributeUse, CallSite, child_nodes, descendants, spell
-from migrate.analysis.models import SELF_RETURNING, ForeignReads, aliases, foreign_reads, is_after, unwrapped_too
+from migrate.analysis.models import SELF_RETURNING, ForeignReads, aliases, foreign_callee, foreign_reads, is_after, unwrapped_too
 from migrate.analysis.sites import ModelSite
 from migrate.analysis.syntax import calls_in
 from migrate.rewrite import small_statement_holding, with_fields
@@ -486,17 +486,19 @@ def _copies_through_module(ctx: Context, site: ModelSite, names: set[tuple[str, 
 
 
 def _helpers_through_module(ctx: Context, site: ModelSite, names: set[tuple[str, str]], safe: frozenset[str]) -> None:
-    """`evaluate(model, loader)`, a function of another module of the script's folder that reads
-    attributes the wrapper does not answer (`net.n_classes`: AttributeError through DDP): that
-    module is not edited, so the call hands it `model.module`; inside the training loop that would
-    run the forward past the wrapper, so there MIG105 names the function and what it reads."""
+    """`evaluate(model, loader)`, a function of another module of the script's folder (or a method
+    of an instance of one of its classes: `ema.step_ema(ema_model, model)`) that reads attributes
+    the wrapper does not answer (`net.n_classes`: AttributeError through DDP; `model.state_dict()`:
+    keys with `module.`): that module is not edited, so the call hands it `model.module`; inside the
+    training loop, a function that also calls the model would then run the forward past the wrapper,
+    so there MIG105 names the function and what it reads."""
     index = ctx.index
     folder = os.path.dirname(ctx.path)
     mixed = unwrapped_too(index, site)
     step_loops = {loop.node for loop in ctx.sites.step_loops}
     for call in index.calls:
-        head = spell(call.node.func)
-        if call.name is None or head is None or head.split(".")[0] not in index.imports:
+        callee = foreign_callee(index, call)
+        if callee is None:
             continue
         for position, arg in enumerate(call.node.args):
             spelled = index.qualify(arg.value)
@@ -504,10 +506,10 @@ def _helpers_through_module(ctx: Context, site: ModelSite, names: set[tuple[str,
             if arg.star or not spelled or place not in names or not is_after(index, call.place.stmt, site):
                 continue
             keyword = arg.keyword.value if arg.keyword is not None else None
-            reads = foreign_reads(folder, call.name, None if keyword else position, keyword, safe, ctx.read_module)
+            reads = foreign_reads(folder, callee, None if keyword else position, keyword, safe, ctx.read_module)
             if reads is None:
                 continue
-            if step_loops.intersection(call.place.loops):
+            if reads.forward and step_loops.intersection(call.place.loops):
                 _report_foreign_reads(ctx, call.node, spelled, reads)
                 continue
             code = ctx.code(arg.value)
