@@ -253,3 +253,52 @@ def test_mig114_names_the_call_the_model_is_handed_to() -> None:
     assert result.new == HANDED
     assert "`rf.opt` is not built beside `model` (in `main()`); `model` is handed to `rf = RF(model)` (line 12)" in warning
     assert "build the optimizer beside the model" in warning
+
+
+SPLIT_LOSS = '''import torch
+import torch.nn as nn
+from torch.utils.data import DataLoader, TensorDataset
+
+
+class TailLoss(nn.Module):
+    def __init__(self, width, tails):
+        super().__init__()
+        self.tails = tails
+        if tails > 0:
+            self.tail = nn.Parameter(torch.zeros(tails, width))
+
+    def forward(self, hidden, target):
+        loss = nn.functional.mse_loss(hidden, target)
+        if self.tails > 0:
+            loss = loss + self.tail.pow(2).sum()
+        return loss
+
+
+def main():
+    loader = DataLoader(TensorDataset(torch.randn(32, 8), torch.randn(32, 4)), batch_size=8, shuffle=True)
+    model = nn.Linear(8, 4)
+    criterion = TailLoss(4, tails=0)
+    optimizer = torch.optim.SGD(list(model.parameters()) + list(criterion.parameters()), lr=0.1)
+    for epoch in range(2):
+        for x, y in loader:
+            optimizer.zero_grad()
+            criterion(model(x), y).backward()
+            optimizer.step()
+    print(criterion.tails)
+    torch.save(criterion.state_dict(), "criterion.pt")
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+
+def test_a_module_that_makes_its_parameters_only_under_a_condition_is_wrapped_only_when_it_has_them() -> None:
+    """DDP raises for a module without a parameter that requires a gradient ("DistributedDataParallel
+    is not needed ..."): TailLoss makes its only parameter when `tails > 0`. The wrap is guarded, and
+    the later reads reach the module whether or not it was wrapped."""
+    new = migrate_source(SPLIT_LOSS, "ddp").new
+    assert ("    if any(p.requires_grad for p in criterion.parameters()):  # TailLoss makes its parameters only when "
+            "`tails > 0`; DDP refuses a module without any\n        criterion = DDP(criterion)\n") in new
+    assert '    print(getattr(criterion, "module", criterion).tails)\n' in new
+    assert '    torch.save(getattr(criterion, "module", criterion).state_dict(), "criterion.pt")\n' in new

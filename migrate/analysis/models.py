@@ -635,6 +635,55 @@ def unwrapped_too(index: ScriptIndex, site: ModelSite) -> set[tuple[str, str]]:
     }
 
 
+@dataclass(frozen=True)
+class SometimesParameterless:
+    """A model whose class makes all of its parameters under one condition of its `__init__`
+    (`if self.nsplits > 1: self.tail = nn.Parameter(...)`): without them DDP refuses to wrap it."""
+
+    cls: str
+    condition: str  # the test, as the class's file spells it
+
+
+def parameters_only_when(index: ScriptIndex, site: ModelSite, folder: str, read: ReadModule) -> SometimesParameterless | None:
+    """The condition under which the model's class makes every parameter and submodule it has
+    (`self.x = nn.Parameter(...)`, `self.x = nn.Linear(...)`), when it makes none outside it; None
+    otherwise. The class is one of this program, or one imported from a module of `folder`."""
+    bindings = index.bindings_of_in(site.spelling, site.scope)
+    own = {c for b in bindings if (c := constructed_class(index, b)) is not None}
+    imported = {c for b in bindings if (c := _imported_class(index, b)) is not None}
+    if len(own | imported) != 1:
+        return None
+    if own:
+        cls = own.pop()
+        scope = index.functions.get(f"{cls}.__init__")
+        return _made_under_one_condition(cls, scope.node) if scope is not None and isinstance(scope.node, cst.FunctionDef) else None
+    qualified = imported.pop()
+    module, _, cls = qualified.lstrip(".").rpartition(".")
+    tree = _parsed(read(os.path.join(folder, module.replace(".", os.sep) + ".py"))) if module and not qualified.startswith("..") else None
+    owner = next((s for s in tree.body if isinstance(s, cst.ClassDef) and s.name.value == cls), None) if tree else None
+    init = next((s for s in owner.body.body if isinstance(s, cst.FunctionDef) and s.name.value == "__init__"), None) if owner else None
+    return _made_under_one_condition(cls, init) if init is not None else None
+
+
+def _made_under_one_condition(cls: str, init: cst.FunctionDef) -> SometimesParameterless | None:
+    conditions: list[cst.If | None] = []
+
+    def visit(node: cst.CSTNode, condition: cst.If | None) -> None:
+        if isinstance(node, cst.Assign) and isinstance(node.value, cst.Call) and any(
+                (spell(t.target) or "").startswith("self.") for t in node.targets) and (
+                (spell(node.value.func) or "").startswith(("nn.", "torch.nn."))):
+            conditions.append(condition)
+        for child in child_nodes(node):
+            if not isinstance(child, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                visit(child, node if isinstance(node, cst.If) and condition is None else condition)
+
+    visit(init.body, None)
+    first = conditions[0] if conditions else None
+    if first is None or any(c is not first for c in conditions):
+        return None
+    return SometimesParameterless(cls, cst.Module([]).code_for_node(first.test))
+
+
 WRAPPED, OTHER, MIXED = "wrapped", "other", "mixed"
 
 

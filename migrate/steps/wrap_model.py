@@ -26,7 +26,16 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from migrate.analysis.index import AttributeUse, CallSite, child_nodes, descendants, spell
-from migrate.analysis.models import SELF_RETURNING, ForeignReads, aliases, foreign_callee, foreign_reads, is_after, unwrapped_too
+from migrate.analysis.models import (
+    SELF_RETURNING,
+    ForeignReads,
+    aliases,
+    foreign_callee,
+    foreign_reads,
+    is_after,
+    parameters_only_when,
+    unwrapped_too,
+)
 from migrate.analysis.sites import ModelSite
 from migrate.analysis.syntax import calls_in
 from migrate.rewrite import small_statement_holding, with_fields
@@ -42,6 +51,10 @@ def ddp_wrap_code(ctx: Context, site: ModelSite) -> str:
     name = site.spelling
     unused = UnusedParameters in ctx.records and id(site) in ctx.recorded(UnusedParameters).sites
     code = f"{name} = {ddp}({name}{', find_unused_parameters=True' if unused else ''})\n"
+    sometimes = parameters_only_when(ctx.index, site, os.path.dirname(ctx.path), ctx.read_module)
+    if sometimes is not None:  # DDP raises for a module without a parameter that requires a gradient
+        code = (f"if any(p.requires_grad for p in {name}.parameters()):  # {sometimes.cls} makes its parameters only "
+                f"when `{sometimes.condition}`; DDP refuses a module without any\n    " + code)
     if ctx.options.sync_batchnorm:
         code = (
             f"if next({name}.parameters()).is_cuda:  # SyncBatchNorm needs CUDA\n"
@@ -88,6 +101,15 @@ def wrap_models(ctx: Context) -> None:
             unwrap_later_uses(ctx, site, wrapper.safe | STATE_DICT, route_saves=False)
         else:
             unwrap_later_uses(ctx, site, wrapper.safe)
+
+
+def maybe_bare(ctx: Context, site: ModelSite) -> set[tuple[str, str]]:
+    """The (name, function) pairs where the model may be the bare module after the wrap: reached
+    as `getattr(x, "module", x)` there. Every alias of a model wrapped only when it has parameters
+    (`parameters_only_when`); else those that other callers hand something else (`unwrapped_too`)."""
+    if ctx.wrapper is DDP_WRAPPER and parameters_only_when(ctx.index, site, os.path.dirname(ctx.path), ctx.read_module):
+        return aliases(ctx.index, site)
+    return unwrapped_too(ctx.index, site)
 
 
 def load_former_data_parallel_keys(ctx: Context, site: ModelSite) -> list[int]:
@@ -398,7 +420,7 @@ def unwrap_later_uses(ctx: Context, site: ModelSite, safe: frozenset[str] = WRAP
     """Uses of the model after the wrap that the wrapper does not answer go through `.module`."""
     index = ctx.index
     names = aliases(index, site)
-    mixed = unwrapped_too(index, site)
+    mixed = maybe_bare(ctx, site)
     for use in index.attributes:
         if (use.owner, use.place.scope.name) not in names or not is_after(index, use.place.stmt, site):
             continue
@@ -414,8 +436,10 @@ def unwrap_later_uses(ctx: Context, site: ModelSite, safe: frozenset[str] = WRAP
     for call in index.calls_named("torch.save"):
         first = saved_module(call.node.args[0].value) if call.node.args else None
         spelled = index.qualify(first) if first is not None else None
-        if first is not None and spelled and (spelled, call.place.scope.name) in names and is_after(index, call.place.stmt, site):
-            ctx.plan.replace_with(first, expression(f"{spelled}.module"))
+        place = (spelled, call.place.scope.name)
+        if first is not None and spelled and place in names and is_after(index, call.place.stmt, site):
+            code = ctx.code(first)
+            ctx.plan.replace_with(first, expression(f'getattr({code}, "module", {code})' if place in mixed else f"{spelled}.module"))
 
 
 PREFIX_KEPT_NOTE = "# keys keep the module. prefix of nn.DataParallel's checkpoints"
@@ -443,7 +467,7 @@ def _subscripts_through_module(ctx: Context, site: ModelSite, names: set[tuple[s
     """`model[0]`, `model[-1].weight`, `model["head"]` after the wrap (an nn.Sequential, ModuleList or
     ModuleDict model): the wrapper is not indexable (TypeError), so they index `model.module`."""
     index = ctx.index
-    mixed = unwrapped_too(index, site)
+    mixed = maybe_bare(ctx, site)
     for stmt, scope in index.scope_of.items():
         for node in _own_nodes(stmt):
             if not isinstance(node, cst.Subscript):
@@ -474,7 +498,7 @@ def _copies_through_module(ctx: Context, site: ModelSite, names: set[tuple[str, 
     a copy of the wrapper would be a second wrapped model (a DDP copy shares the process group and
     its `state_dict()` keys carry `module.`, so loading the trained weights into it fails)."""
     index = ctx.index
-    mixed = unwrapped_too(index, site)
+    mixed = maybe_bare(ctx, site)
     for call in index.calls_named("copy.deepcopy"):
         first = call.node.args[0].value if call.node.args else None
         spelled = index.qualify(first) if first is not None else None
@@ -494,7 +518,7 @@ def _helpers_through_module(ctx: Context, site: ModelSite, names: set[tuple[str,
     so there MIG105 names the function and what it reads."""
     index = ctx.index
     folder = os.path.dirname(ctx.path)
-    mixed = unwrapped_too(index, site)
+    mixed = maybe_bare(ctx, site)
     step_loops = {loop.node for loop in ctx.sites.step_loops}
     for call in index.calls:
         callee = foreign_callee(index, call)
