@@ -68,8 +68,10 @@ class Stepped:
     owners: list[Owner] | None
 
 
-def stepped_optimizers(index: ScriptIndex, training: set[str]) -> list[Stepped]:
-    """Every `X.step()` (and `scaler.step(X)`) in a training scope whose X is an optimizer."""
+def stepped_optimizers(index: ScriptIndex, training: set[str], handed_in: bool = False) -> list[Stepped]:
+    """Every `X.step()` (and `scaler.step(X)`) in a training scope whose X is an optimizer.
+    `handed_in`: also an X named like one (`self.optimizer`) that holds only what was handed in
+    (`self.optimizer = kwargs["optimizer"]`), as unknown (built and owners None)."""
     schedulers = {b.target for b in index.bindings if _call_qualified(index, b.value).startswith("torch.optim.lr_scheduler")}
     scalers = {b.target for b in index.bindings if _call_qualified(index, b.value) in SCALERS}
     found: list[Stepped] = []
@@ -91,7 +93,8 @@ def stepped_optimizers(index: ScriptIndex, training: set[str]) -> list[Stepped]:
         values = resolve_values(index, owner, call.place.scope, every=True)
         built = [(v, s) for v, s in values if _looks_like_optimizer(index, v)]
         if not built:
-            if values or "opt" not in owner.lower():
+            opaque = handed_in and all(_handed_in(v) for v, _s in values)
+            if (values and not opaque) or "opt" not in owner.lower():
                 continue  # `ema.step()`, `env.step()`: not an optimizer
             found.append(Stepped(owner, call, None, None))
             continue
@@ -99,6 +102,11 @@ def stepped_optimizers(index: ScriptIndex, training: set[str]) -> list[Stepped]:
         owners = None if any(h is None for h in held) else [o for h in held for o in h or ()]
         found.append(Stepped(owner, call, built[-1][0], owners))
     return found
+
+
+def _handed_in(value: cst.BaseExpression) -> bool:
+    """`kwargs["optimizer"]`, `config.optimizer`: a value handed in from elsewhere, which says nothing of what it is."""
+    return isinstance(value, (cst.Subscript, cst.Attribute, cst.Name))
 
 
 def _looks_like_optimizer(index: ScriptIndex, value: cst.BaseExpression) -> bool:

@@ -41,7 +41,7 @@ from migrate.analysis.models import aliases, is_after
 from migrate.analysis.sites import ModelSite
 from migrate.analysis.state_dicts import StateDictRead, earlier_names, model_state_dicts, moved_names
 from migrate.analysis.syntax import argument
-from migrate.analysis.trained import Stepped, calls_of
+from migrate.analysis.trained import Stepped, calls_of, stepped_optimizers
 from migrate.rewrite import NodeEdit
 from migrate.steps.base import Context, expression, statement, statements
 from migrate.steps.gathers import outside_open_files, outside_rank_guards, report_gather_on_some_ranks
@@ -291,8 +291,10 @@ def _saved_objects(value: cst.BaseExpression) -> list[cst.BaseExpression]:
 
 
 def _optimizers(ctx: Context) -> None:
-    """The stepped optimizers' state: gathered for saving, scattered on loading."""
-    for stepped in ctx.sites.stepped:
+    """The stepped optimizers' state: gathered for saving, scattered on loading; also that of one
+    the training code holds only as handed in (`self.optimizer = kwargs["optimizer"]`), stepping
+    the only sharded model (`_site_of`): its raw `state_dict()` is this rank's shards."""
+    for stepped in stepped_optimizers(ctx.index, ctx.sites.training_scopes, handed_in=True):
         site = _site_of(ctx, stepped)
         if site is None:
             continue
