@@ -128,7 +128,8 @@ def every_rank_reaches(ctx: Context, stmt: cst.BaseStatement, depth: int = 0) ->
             continue
         if isinstance(ancestor, (cst.While, cst.Try, cst.TryStar)):
             return False
-        if isinstance(ancestor, cst.If) and ancestor is not index.main_guard and not _agrees_on_every_rank(ctx, ancestor.test):
+        if isinstance(ancestor, cst.If) and ancestor is not index.main_guard and not _agrees_on_every_rank(
+                ctx, ancestor.test, index.scope_of.get(ancestor)):
             return False
     scope = index.scope_of.get(stmt)
     entry = ctx.sites.entry
@@ -178,18 +179,24 @@ def callers(index: ScriptIndex, scope: Scope) -> list[CallSite]:
     return found
 
 
-def _agrees_on_every_rank(ctx: Context, test: cst.BaseExpression) -> bool:
-    """A test that reads only the command line (`args.x`), constants and the environment, names
-    no rank (`args.local_rank` differs per process) and reads no file: `os.path.exists(p)` is read
-    at a different moment on each rank, and a rank that tests after another one wrote takes the
-    other branch."""
+# what scripts call to read their command line through a helper (`args = py.args()`, `opt = parse_opt()`)
+ARGUMENT_READERS = frozenset({"args", "get_args", "parse_opt", "parse_arguments", "get_arguments", "parse_option"})
+
+
+def _agrees_on_every_rank(ctx: Context, test: cst.BaseExpression, scope: Scope | None = None, depth: int = 0) -> bool:
+    """A test that reads only the command line (`args.x`), constants and the environment, or
+    parameters of its function (`scope`) that every caller hands such a value (`if dataset ==
+    "mnist":` in `make_dataset(dataset)` called as `make_dataset(args.dataset)`), names no rank
+    (`args.local_rank` differs per process) and reads no file: `os.path.exists(p)` is read at a
+    different moment on each rank, and a rank that tests after another one wrote takes the other branch."""
     index = ctx.index
     if any(word in ctx.code(test) for word in RANK_WORDS) or tests_filesystem(index, test):
         return False
     parsed = index.derived("parsed_args_names", lambda: {
         b.target for b in index.bindings
-        if isinstance(b.value, cst.Call) and isinstance(b.value.func, cst.Attribute)
-        and b.value.func.attr.value.startswith(("parse_args", "parse_known_args"))
+        if isinstance(b.value, cst.Call) and (
+            isinstance(b.value.func, cst.Attribute) and b.value.func.attr.value.startswith(("parse_args", "parse_known_args"))
+            or (spell(b.value.func) or "").rsplit(".", 1)[-1] in ARGUMENT_READERS)
     })
     for name in read_names(test):
         head = name.split(".")[0]
@@ -197,8 +204,40 @@ def _agrees_on_every_rank(ctx: Context, test: cst.BaseExpression) -> bool:
             continue
         if head in index.imports and index.imports[head] in ("os", "sys"):
             continue
+        if scope is not None and depth < 3 and _handed_agreeing_values(ctx, head, scope, test, depth):
+            continue
         return False
     return not calls_in(test) or all((index.qualify(c.func) or "").startswith(("os.path.", "os.environ")) for c in calls_in(test))
+
+
+def _handed_agreeing_values(ctx: Context, param: str, scope: Scope, test: cst.BaseExpression, depth: int) -> bool:
+    """Whether `param`, a parameter of `scope` not bound again before `test`, is handed by every
+    caller a value that agrees on every rank (`make_dataset(args.dataset)`)."""
+    index = ctx.index
+    if param not in scope.params or param == "self" or not isinstance(scope.node, cst.FunctionDef):
+        return False
+    if any(ctx.position(b.node) < ctx.position(test) and not _other_branch(ctx, b.place.stmt, test)
+           for b in index.bindings_of_in(param, scope)):
+        return False
+    position = scope.params.index(param) - (1 if scope.class_name else 0)
+    calls = callers(index, scope)
+    for call in calls:
+        arg = argument(call.node, param, position)
+        if arg is None or not _agrees_on_every_rank(ctx, arg.value, call.place.scope, depth + 1):
+            return False
+    return bool(calls)
+
+
+def _other_branch(ctx: Context, stmt: cst.BaseStatement, test: cst.BaseExpression) -> bool:
+    """Whether `stmt` is in the body of an `if` whose `elif`/`else` holds `test`: it never runs before it."""
+    for around in ctx.index.enclosing_statements(stmt):
+        if isinstance(around, cst.If) and around.orelse is not None and _holds(around.body, stmt) and _holds(around.orelse, test):
+            return True
+    return False
+
+
+def _holds(node: cst.CSTNode, inner: cst.CSTNode) -> bool:
+    return any(n is inner for n in descendants(node))
 
 
 def _barrier(ctx: Context, comment: str) -> cst.BaseStatement:
