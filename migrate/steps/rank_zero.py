@@ -51,6 +51,8 @@ SAVES = ("torch.save", "numpy.save", "numpy.savez", "json.dump", "pickle.dump", 
 IMAGE_MAKERS = ("PIL.", "matplotlib.animation.", "torchvision.transforms.functional.to_pil_image",
                 "torchvision.transforms.ToPILImage", "torchvision.transforms.transforms.ToPILImage")
 PATH_WRITES = frozenset({"write_text", "write_bytes"})
+# a table's methods that write it to the file they are given (pandas: `df.to_csv(path)`)
+TABLE_WRITES = frozenset({"to_csv", "to_parquet", "to_pickle", "to_excel", "to_feather", "to_hdf"})
 RANK_WORDS = ("rank", "is_main", "main_process", "master")
 
 
@@ -86,6 +88,12 @@ def rank_zero(ctx: Context) -> None:
                 continue
             ctx.plan.guard(stmt, ctx.rank_zero_test())
     _settle_handles(ctx)
+
+
+def table_file(call: cst.Call) -> cst.Arg | None:
+    """The file `df.to_csv(path)` writes (its first argument, or `path_or_buf=`/`path=`); None: it returns the text."""
+    return next((a for a in call.args if a.keyword is None or a.keyword.value in ("path_or_buf", "path", "excel_writer")), None) \
+        if call.args and (call.args[0].keyword is None or call.args[0].keyword.value in ("path_or_buf", "path", "excel_writer")) else None
 
 
 def writer_factories(index: ScriptIndex) -> set[str]:
@@ -145,6 +153,8 @@ def _sink_kind(index: ScriptIndex, call: CallSite, loggers: set[str], writers: s
         return "write"
     if name in SAVES or name.endswith(".savefig"):
         return "write"
+    if method in TABLE_WRITES and owner and owner.split(".")[0] not in index.imports and table_file(call.node) is not None:
+        return "write"  # `train_df.to_csv("train.csv", index=None)`
     if _is_foreign_saver(index, name):
         return "foreign"
     return None

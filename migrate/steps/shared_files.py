@@ -68,12 +68,14 @@ from migrate.steps.download_units import (
 from migrate.steps.rank_zero import (
     RANK_WORDS,
     SAVES,
+    TABLE_WRITES,
     after_teardown,
     collective_call,
     launcher_rank_zero_test,
     may_be_collective,
     may_guard,
     runs_on_rank_zero,
+    table_file,
     under_rank_check,
 )
 
@@ -1087,14 +1089,14 @@ def _load_after_save(ctx: Context) -> None:
     saved: dict[str, CallSite] = {}
     for call in index.calls:
         keyword = WRITES_TO.get(call.name or "")
-        target = argument(call.node, keyword, 1) if keyword is not None else None
+        target = argument(call.node, keyword, 1) if keyword is not None else _table_written(index, call)
         if target is not None and runs_on_rank_zero(ctx, call.place.stmt):
             saved.setdefault(_file_key(ctx, target.value, call.place.stmt)[0], call)
     done: set[int] = set()
     waited: set[int] = set()  # the `if`s of the filesystem a barrier already goes above
+    barriers: list[cst.BaseStatement] = []  # the loads a barrier goes above
     order = {stmt: i for i, stmt in enumerate(index.scope_of)}
-    for call in index.calls_named("torch.load"):
-        source = argument(call.node, "f", 0)
+    for call, source in sorted(_reads_of_saved(ctx, saved), key=lambda read: order.get(read[0].place.stmt, 0)):
         key, stmt = _file_key(ctx, source.value, call.place.stmt) if source is not None else ("", call.place.stmt)
         if source is None or key not in saved:
             continue
@@ -1108,11 +1110,40 @@ def _load_after_save(ctx: Context) -> None:
         if top is not None:
             _load_under_filesystem_if(ctx, call.node, save.place.stmt, top, key, waited)
         elif every_rank_reaches(ctx, stmt) and not runs_on_rank_zero(ctx, stmt):
+            if any(index.scope_of.get(b) is index.scope_of.get(stmt) and order.get(save.place.stmt, 0) < order.get(b, 0)
+                   <= order.get(stmt, 0) for b in barriers):
+                continue  # a barrier placed for an earlier load already follows this save
+            barriers.append(stmt)
             ctx.plan.insert_above(stmt, _barrier(ctx, f"rank 0 has finished writing {key}"))
         elif not runs_on_rank_zero(ctx, stmt):
             ctx.report("MIG120", f"`{ctx.code(call.node)}` reads a file only rank 0 writes, under a condition that may "
                        "differ between ranks, so no barrier was added: a rank may read it before rank 0 has written it; "
                        f"add {ctx.distributed.said(ctx.distributed.barrier)} where every rank passes before it", call.node)
+
+
+def _table_written(index: ScriptIndex, call: CallSite) -> cst.Arg | None:
+    """The file `df.to_csv("train.csv")` writes (a table of the script, not a module's function)."""
+    func = call.node.func
+    if not isinstance(func, cst.Attribute) or func.attr.value not in TABLE_WRITES:
+        return None
+    owner = spell(func.value)
+    return table_file(call.node) if owner is not None and owner.split(".")[0] not in index.imports else None
+
+
+def _reads_of_saved(ctx: Context, saved: dict[str, CallSite]) -> list[tuple[CallSite, cst.Arg | None]]:
+    """The loads of files rank 0 saved: `torch.load(f)`, and any other call handed the very file
+    name a save wrote (`SpamDataset(csv_file="train.csv")` after `df.to_csv("train.csv")`)."""
+    index = ctx.index
+    found: list[tuple[CallSite, cst.Arg | None]] = [(call, argument(call.node, "f", 0)) for call in index.calls_named("torch.load")]
+    named = {key for key in saved if key[:1] in "\"'"}  # file names written out: the same text means the same file
+    saves = {id(call.node) for call in saved.values()}
+    for call in index.calls:
+        if id(call.node) in saves or call.name == "torch.load":
+            continue
+        handed = next((arg for arg in call.node.args if _normalized(ctx, arg.value) in named), None)
+        if handed is not None:
+            found.append((call, handed))
+    return found
 
 
 def _load_under_filesystem_if(ctx: Context, load: cst.Call, save: cst.BaseStatement, top: cst.If, key: str,
