@@ -3,13 +3,17 @@ and wandb writes, checkpoints (`torch.save`, `np.save`), figures and images (`sa
 image's or a matplotlib animation's `.save(path)`, the image bound to a name or saved where it is
 made: `Image.fromarray(a).save(p)`, `Image.open(p).convert("L").save(q)`), `Path.write_text`/`write_bytes` and files
 opened for writing (the whole `with`, by `open` or any opener given a mode that writes: `bz2.open(p, "wb")`,
-`gzip.open`, `lzma.open`) run on rank 0 only; after teardown (once `main()` has returned) the writes ask
+`gzip.open`, `lzma.open`), and a table's writes (`df.to_csv(path)`, `to_parquet`, `to_pickle`) run on rank 0 only; after teardown (once `main()` has returned) the writes ask
 the launcher's RANK; tqdm bars are disabled on the other ranks. Errors are still logged by every rank.
 
 A writer (`self.writer = SummaryWriter()`) is made on rank 0 only, `... if rank 0 else None`, where
 every statement that reads it (`os.path.join(self.writer.log_dir, name)`, `save_config(self.writer.log_dir)`),
 or reads a name bound from it, can run on rank 0 too: those are guarded as well. Where one cannot
 (it returns, or may need every rank), the writer is made on every rank and MIG120 names that read.
+A writer a function of the program makes and returns (`def create_summary(self): writer =
+SummaryWriter(...); return writer`) is a writer where it is called (`self.writer =
+self.summary.create_summary()`), and its own `SummaryWriter(...)` is left as it is; reads of
+`self.writer` through an instance of the class (`trainer.writer.close()`) count as reads.
 
 A statement that could run a collective is never put under the guard, or ranks would wait on each
 other forever: a print of such a value computes it on every rank and prints it on rank 0. For

@@ -25,9 +25,10 @@ process did to the filesystem now happens N times, concurrently.
   run); when other ranks need what the run made, a barrier follows it.
 - `f = open(path, "w")` (or any opener given a mode that writes: `gzip.open(path, "wt")`) and the
   writes and close that follow: the whole sequence on rank 0.
-- A file rank 0 saves and every rank loads again (`torch.save(..., p)` ... `torch.load(p)`):
-  a barrier before the load, so no rank reads it half written or stale. After teardown (no
-  barrier left), the load and the rest of its block run on rank 0 as well.
+- A file rank 0 saves and every rank loads again (`torch.save(..., p)` ... `torch.load(p)`; a
+  table, `df.to_csv("train.csv")` ... any call handed `"train.csv"`): a barrier before the load, so
+  no rank reads it half written or stale; one barrier serves every load after the saves above it.
+  After teardown (no barrier left), the load and the rest of its block run on rank 0 as well.
 
 A barrier is added only where every rank reaches it: after setup, before teardown, not in a `try:`
 whose handlers may go on (in the body or `else:` of one whose every handler ends by raising it
