@@ -13,6 +13,7 @@ repeated blocks are sharded, which is what FSDP2's bottom-up order needs).
 
 from __future__ import annotations
 
+import builtins
 import os
 from dataclasses import dataclass, field
 
@@ -45,6 +46,7 @@ class SourceFile:
     classes: dict[str, cst.ClassDef]
     imports: dict[str, str]  # local name -> qualified name
     path: str
+    stars: tuple[str, ...] = ()  # the modules it star-imports (`from layers import *`, `from .functions import *`)
 
     def qualify(self, node: cst.BaseExpression) -> str | None:
         dotted = spell(node)
@@ -83,7 +85,7 @@ def model_blocks(index: ScriptIndex, site: ModelSite, script_path: str, named: t
                  read: ReadModule = read_nothing) -> Blocks:
     """The block classes of the model at `site`: the ones `named` (--shard), else those found (in
     the script, and in the modules of its folder that `read` returns)."""
-    script = SourceFile(None, dict(index.classes), dict(index.imports), script_path)
+    script = SourceFile(None, dict(index.classes), dict(index.imports), script_path, _stars(index.module))
     folder = os.path.dirname(os.path.abspath(script_path))
     reader = _Reader(folder, read)
     built = model_class_call(index, site)
@@ -158,7 +160,8 @@ def _search(cls: cst.ClassDef, source: SourceFile, reader: _Reader, seen: set[st
         located = reader.locate(qualified, source)
         if located is not None:
             found += _search(*located, reader, seen, depth + 1, unread)
-        elif _looks_like_a_class(qualified) and (spelled := spell(call.func)) and spelled not in unread:
+        elif (_looks_like_a_class(qualified) and (spelled := spell(call.func)) and not spelled.startswith("self.")
+              and spelled not in unread):  # `self.L2Norm(x)`: a call of a part, not a construction
             unread.append(spelled)
     return _unique(found)
 
@@ -166,6 +169,8 @@ def _search(cls: cst.ClassDef, source: SourceFile, reader: _Reader, seen: set[st
 def _looks_like_a_class(qualified: str) -> bool:
     """`L.Trunk`, `Encoder`: capitalised, and not torch's (whose classes hold no blocks of the script's)."""
     last = qualified.rsplit(".", 1)[-1]
+    if "." not in qualified and hasattr(builtins, last):  # `ValueError(...)`
+        return False
     return bool(last[:1].isupper()) and not qualified.startswith(("torch.", "typing.", "collections.", "dataclasses."))
 
 
@@ -256,7 +261,7 @@ class _Reader:
             return source.classes[qualified], source
         module, _, name = qualified.rpartition(".")
         if not module:
-            return None
+            return self._through_stars(name, source, depth)
         target = self._file(self._absolute(module, source))
         if target is None:
             return None
@@ -264,6 +269,14 @@ class _Reader:
             return target.classes[name], target
         if name in target.imports:  # re-exported: `from .gpt import GPT` in a package's __init__.py
             return self.locate(target.imports[name], target, depth + 1)
+        return self._through_stars(name, target, depth)
+
+    def _through_stars(self, name: str, source: SourceFile, depth: int) -> tuple[cst.ClassDef, SourceFile] | None:
+        """`name` where `source` star-imports it (`from layers import *`, then `from .functions import *` there)."""
+        for star in source.stars:
+            found = self.locate(f"{star}.{name}" if not star.endswith(".") else f"{star}{name}", source, depth + 1)
+            if found is not None:
+                return found
         return None
 
     def defining(self, name: str) -> SourceFile | None:
@@ -302,7 +315,17 @@ def _parse(text: str, path: str, module: str) -> SourceFile | None:
     except cst.ParserSyntaxError:
         return None
     classes = {stmt.name.value: stmt for stmt in tree.body if isinstance(stmt, cst.ClassDef)}
-    return SourceFile(module, classes, _imports(tree), path)
+    return SourceFile(module, classes, _imports(tree), path, _stars(tree))
+
+
+def _stars(tree: cst.Module) -> tuple[str, ...]:
+    """The modules a file star-imports at its top level, relative ones with their dots."""
+    found: list[str] = []
+    for stmt in tree.body:
+        for small in stmt.body if isinstance(stmt, cst.SimpleStatementLine) else ():
+            if isinstance(small, cst.ImportFrom) and isinstance(small.names, cst.ImportStar):
+                found.append("." * len(small.relative) + (spell(small.module) or "" if small.module is not None else ""))
+    return tuple(found)
 
 
 def _imports(tree: cst.Module) -> dict[str, str]:
