@@ -19,7 +19,8 @@ process did to the filesystem now happens N times, concurrently.
   `exist_ok=True`, so the rank that comes second does not crash on the directory the first one
   made (`if not exists: mkdir` is a race, not a guard). Where the script relies on the error (a
   `try:` whose handler does more than `pass`) or the name is made per run (a time stamp), the
-  statement runs on rank 0, then a barrier; where that cannot be, a finding names the line.
+  statement runs on rank 0, then a barrier (also for a name numbered from the folders that exist:
+  `run_id = len(glob.glob("runs/exp_*"))`); where that cannot be, a finding names the line.
 - Deleting, moving, renaming or copying files (`shutil.rmtree`, `os.replace`, `os.remove`, ...):
   on rank 0, with the directories made right after them, in any of those spellings (one guarded
   run); when other ranks need what the run made, a barrier follows it.
@@ -83,6 +84,7 @@ from migrate.steps.rank_zero import (
 MAKE_DIRS = ("os.mkdir", "os.makedirs")
 PATH_MKDIR_KEYWORDS = frozenset({"mode", "parents", "exist_ok"})
 PER_RUN = ("time.", "datetime.", "uuid.")  # what makes a name new on each run (and on each rank)
+LISTINGS = frozenset({"glob.glob", "glob.iglob", "os.listdir", "os.scandir"})  # a name numbered from what exists
 EXITS = ("sys.exit", "exit", "quit", "os._exit")
 DESTRUCTIVE = (
     "os.remove", "os.unlink", "os.rename", "os.replace", "os.rmdir", "os.removedirs",
@@ -426,8 +428,9 @@ def _directory(ctx: Context, call: CallSite) -> None:
         if not _only_passes(try_stmt):
             _on_rank_zero(ctx, try_stmt, "the script handles the error a second rank would get")
         return
-    if _named_per_run(ctx, _directory_named(node, is_os), call.place.scope, 0):
-        _on_rank_zero(ctx, stmt, "its name is made on each rank (a time stamp): ranks could make different folders")
+    made = _made_per_run(ctx, _directory_named(node, is_os), call.place.scope, 0)
+    if made is not None:
+        _on_rank_zero(ctx, stmt, f"its name is made on each rank ({made}): ranks could make different folders")
         return
     at = next((i for i, a in enumerate(node.args) if a is given), None)
     ctx.plan.replace(node, _exist_ok_rewrite(ctx, is_os, at))
@@ -466,15 +469,27 @@ def _directory_named(node: cst.Call, is_os: bool) -> cst.CSTNode:
     return node.func.value
 
 
-def _named_per_run(ctx: Context, node: cst.CSTNode, scope: Scope, depth: int) -> bool:
-    """The name reads the clock or a random id (`time.strftime(...)`, `datetime.now()`, `uuid4()`),
-    directly or through the names it is built from in this function."""
-    if any((ctx.index.qualify(c.func) or "").startswith(PER_RUN) for c in calls_in(node)):
-        return True
+def _made_per_run(ctx: Context, node: cst.CSTNode, scope: Scope, depth: int) -> str | None:
+    """What makes a name new on each run, when it is made so, directly or through the names it is
+    built from in this function: "a time stamp" (`time.strftime(...)`, `datetime.now()`, `uuid4()`),
+    or "a number from the folders it lists" (`glob.glob(dir + "/experiment_*")`: a rank that lists
+    after another one made its folder takes the next number)."""
+    for call in calls_in(node):
+        qualified = ctx.index.qualify(call.func) or ""
+        if qualified.startswith(PER_RUN):
+            return "a time stamp"
+        if qualified in LISTINGS or (isinstance(call.func, cst.Attribute) and call.func.attr.value in ("glob", "iterdir")
+                                     and not qualified.startswith("glob.")):
+            return f"a number from the folders `{ctx.code(call.func)}(...)` lists"
     if depth > 3:
-        return False
-    return any(_named_per_run(ctx, b.value, scope, depth + 1) for name in read_names(node)
-               for b in ctx.index.bindings_of_in(name.split(".")[0], scope) if b.value is not None)
+        return None
+    for name in read_names(node):
+        bindings = ctx.index.bindings_of_in(name, scope) or ctx.index.bindings_of_in(name.split(".")[0], scope)
+        for binding in bindings:
+            made = _made_per_run(ctx, binding.value, scope, depth + 1) if binding.value is not None else None
+            if made is not None:
+                return made
+    return None
 
 
 def _on_rank_zero(ctx: Context, stmt: cst.BaseStatement, why: str) -> None:
