@@ -180,7 +180,7 @@ def callers(index: ScriptIndex, scope: Scope) -> list[CallSite]:
     the class (`Digits(root)`)."""
     found = list(callers_of(index, scope))
     if scope.class_name and scope.name == f"{scope.class_name}.__init__":
-        found += [call for call in index.calls if call.name == scope.class_name]
+        found += [call for call in index.calls if scope.class_name in (call.name, spell(call.node.func))]
     return found
 
 
@@ -705,6 +705,8 @@ def _download_units(ctx: Context) -> set[int]:
     covered = _leave_whole(ctx, list(blocked.values()))
     for key, unit in units.items():
         problem, (inside, helpers) = problems[key], runs[key]
+        if _prefetched_dataset(ctx, unit[0]):
+            problem = ""  # runs where the dataset's own download does: on the prefetching process alone
         if problem:
             _refused_unit_finding(ctx, unit[0], problem, helpers)
             continue
@@ -791,6 +793,22 @@ def _unit_problem(ctx: Context, unit: list[cst.BaseStatement], inside: list[cst.
         return f"and `{_first_line(ctx, collective)}` may need every rank, so it cannot move to one"
     bound = _bound_and_read_elsewhere(ctx, first, inside)
     return f"and {bound}" if bound is not None else None
+
+
+def _prefetched_dataset(ctx: Context, first: cst.BaseStatement) -> bool:
+    """Whether the unit downloads under `if download:`, `download` a parameter of its function (a
+    dataset class's __init__) that every caller passes by keyword (`VOCSegmentation(root,
+    download=opts.download)`): those calls are the dataset downloads this step makes on the first
+    process of each node, every other rank passing download=False (`_downloads`)."""
+    index = ctx.index
+    scope = index.scope_of.get(first)
+    if scope is None or "download" not in scope.params:
+        return False
+    tested = any(isinstance(around, cst.If) and isinstance(around.test, cst.Name) and around.test.value == "download"
+                 for around in index.enclosing_statements(first)[1:])
+    calls = callers(index, scope)
+    return tested and bool(calls) and all(
+        (arg := argument(call.node, "download", 99)) is not None and arg.keyword is not None for call in calls)
 
 
 def _unit_on_local_rank_zero(ctx: Context, unit: list[cst.BaseStatement]) -> None:
