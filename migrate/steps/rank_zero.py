@@ -4,7 +4,8 @@ image's or a matplotlib animation's `.save(path)`, the image bound to a name or 
 made: `Image.fromarray(a).save(p)`, `Image.open(p).convert("L").save(q)`), `Path.write_text`/`write_bytes` and files
 opened for writing (the whole `with`, by `open` or any opener given a mode that writes: `bz2.open(p, "wb")`,
 `gzip.open`, `lzma.open`), and a table's writes (`df.to_csv(path)`, `to_parquet`, `to_pickle`) run on rank 0 only; after teardown (once `main()` has returned) the writes ask
-the launcher's RANK; tqdm bars are disabled on the other ranks. Errors are still logged by every rank.
+the launcher's RANK; tqdm bars are disabled on the other ranks. Errors are still logged by every rank, and
+so is a message about one sample (a print in a Dataset's `__getitem__`): each rank reads its own samples.
 
 A writer (`self.writer = SummaryWriter()`) is made on rank 0 only, `... if rank 0 else None`, where
 every statement that reads it (`os.path.join(self.writer.log_dir, name)`, `save_config(self.writer.log_dir)`),
@@ -43,6 +44,7 @@ from migrate.analysis.syntax import calls_in
 from migrate.analysis.training import BUILTIN_NAMES, class_of_binding
 from migrate.steps.base import Context, expression, statement, with_keyword
 from migrate.steps.download_units import opener_mode, writes_in_mode
+from migrate.target_options import zero_stage
 
 # a logger's (or a writer's) methods that write a message: `logger.info(...)` prints on every rank
 # (_sink_kind), and handed a model they only read it (_only_reads)
@@ -55,6 +57,8 @@ SAVES = ("torch.save", "numpy.save", "numpy.savez", "json.dump", "pickle.dump", 
 IMAGE_MAKERS = ("PIL.", "matplotlib.animation.", "torchvision.transforms.functional.to_pil_image",
                 "torchvision.transforms.ToPILImage", "torchvision.transforms.transforms.ToPILImage")
 PATH_WRITES = frozenset({"write_text", "write_bytes"})
+# methods that read one sample (a Dataset's): each rank reads its own samples, so what they print is said once
+PER_SAMPLE = (".__getitem__", ".__iter__")
 # a table's methods that write it to the file they are given (pandas: `df.to_csv(path)`)
 TABLE_WRITES = frozenset({"to_csv", "to_parquet", "to_pickle", "to_excel", "to_feather", "to_hdf"})
 RANK_WORDS = ("rank", "is_main", "main_process", "master")
@@ -75,6 +79,8 @@ def rank_zero(ctx: Context) -> None:
             kind = "create"
         if kind is None and _saves_image(index, call, images):
             kind = "write"
+        if kind == "print" and call.place.scope.name.endswith(PER_SAMPLE):
+            continue  # a message about one sample: the rank that reads that sample says it, once
         if kind == "progress":
             _disable_progress_bar(ctx, call)
         elif kind == "create":
@@ -499,7 +505,7 @@ def _gathering_method(ctx: Context, name: str, models: set[str]) -> bool:
     weights (DeepSpeed at --zero 3: the engine's hooks sit on the user's submodules)."""
     owner, _, method = name.rpartition(".")
     wrapper = ctx.wrapper
-    gathers = wrapper is not None and (not wrapper.through_module or wrapper.zero3_partitions and ctx.options.zero == 3)
+    gathers = wrapper is not None and (not wrapper.through_module or wrapper.zero3_partitions and zero_stage(ctx.options) == 3)
     return gathers and method not in NO_FORWARD and (owner in models or owner in _model_aliases(ctx))
 
 
