@@ -63,7 +63,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run as a file from a checkout: `migrate` is the one beside it
 
-from migrate import Options, migrate_source  # noqa: E402
+from migrate import migrate_source  # noqa: E402
 from migrate.project_files import read_from_disk  # noqa: E402
 from migrate.records import InputError  # noqa: E402
 
@@ -175,7 +175,7 @@ def convert(row: Row, target: str, corpus: Path) -> tuple[Record, bool]:
     path = corpus / "scripts" / row.file
     start = time.perf_counter()
     try:
-        result = migrate_source(read_text(path), target, Options(), path=str(path), read_module=project_reader(row, corpus))
+        result = migrate_source(read_text(path), target, None, path=str(path), read_module=project_reader(row, corpus))
     except InputError as error:
         record.outcome, record.detail, record.message = BAD_INPUT, "input error", str(error)
         return record, False

@@ -3,14 +3,16 @@
 Public API (libcst is imported only when a conversion runs):
     migrate_source(code, target, options, path, read_module) -> FileResult
     migrate_paths(paths, target, options) -> iterator of FileResult | InputError
-    Options, FileResult, Finding, InputError, TARGETS
+    Options (to-dp's) and DdpOptions, FsdpOptions, HorovodOptions, DeepSpeedOptions (one class per
+    target), FileResult, Finding, InputError, TARGETS
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from migrate.records import FileResult, Finding, InputError, Options
+from migrate.records import FileResult, Finding, InputError
+from migrate.target_options import DdpOptions, DeepSpeedOptions, FsdpOptions, HorovodOptions, Options
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator
@@ -45,4 +47,5 @@ def migrate_paths(paths: Iterable[str], target: str, options: Options | None = N
     return convert_all(paths, target, options)
 
 
-__all__ = ["TARGETS", "FileResult", "Finding", "InputError", "Options", "migrate_paths", "migrate_source"]
+__all__ = ["TARGETS", "DdpOptions", "DeepSpeedOptions", "FileResult", "Finding", "FsdpOptions", "HorovodOptions",
+           "InputError", "Options", "migrate_paths", "migrate_source"]

@@ -24,18 +24,19 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, TypeVar
 
 from migrate.findings import finding
-from migrate.records import FileResult, InputError, Options
+from migrate.records import FileResult, InputError
 from migrate.options import OptionsError
 from migrate.options import check as check_options
 from migrate.paths import select
 from migrate.project_files import ReadModule, python_files, read_from_disk, read_nothing
 from migrate.sources import check_memory, read
+from migrate.target_options import Options
 
 if TYPE_CHECKING:
     import libcst as cst
 
     from migrate.analysis.program import Program
-    from migrate.project import Importer
+    from migrate.project import Graph, Importer
     from migrate.records import Artifact
     from migrate.rewrite import EditPlan
     from migrate.steps.base import Context
@@ -68,18 +69,19 @@ def migrate_source(code: str, target: str, options: Options | None = None, path:
     from migrate.unbound import introduced_unbound_names
     from migrate.unused_imports import drop_imports_made_unused
 
-    from migrate.analysis.program import Program, join
+    from migrate.analysis.program import Program, join, project_walk
 
-    options = options or Options()
     spec = target_named(target)
+    options = options if options is not None else spec.options_class()
     check_options(spec, options)  # raises OptionsError, worded as the command line words it
     program: Program | None = None
+    walk = project_walk(path, code, read_module)  # walked once, for join and MIG002's message alike
     if not any(word in code for word in PREFILTER_WORDS):
         _check_syntax(code, path)
-        program = join(path, code, read_module)
+        program = join(path, code, read_module, walk=walk)
         imported = {m: m for m in re.findall(r"^\s*(?:from|import)\s+([A-Za-z_]\w*)", code, re.MULTILINE)}
         if program is None:
-            return _skipped(path, code, "MIG002", _no_backward_message(imported, code, path, target, read_module))
+            return _skipped(path, code, "MIG002", _no_backward_message(imported, code, path, target, read_module, walk))
     check_memory(path, code)  # libcst aborts the process when it runs out of memory
     _check_syntax(code, path)
     try:
@@ -88,13 +90,13 @@ def migrate_source(code: str, target: str, options: Options | None = None, path:
         raise InputError(path, error.raw_line, error.raw_column + 1, f"syntax error: {error.message}") from None
     sites = analyze(module) if program is None else analyze(module, program.local_modules(), len(program.script.module.body))
     if program is None:  # the training step, or what it writes, may live in a module of the project
-        program = join(path, code, read_module, step_elsewhere=not sites.backward_calls)
+        program = join(path, code, read_module, step_elsewhere=not sites.backward_calls, walk=walk)
         if program is not None:
             imported = sites.index.imports
             module, sites = program.module, analyze(program.module, program.local_modules(), len(program.script.module.body))
     if not sites.backward_calls:
         imports = sites.index.imports if program is None else imported
-        return _skipped(path, code, "MIG002", _no_backward_message(imports, code, path, target, read_module))
+        return _skipped(path, code, "MIG002", _no_backward_message(imports, code, path, target, read_module, walk))
     source = code if program is None else program.code
     frameworks = frameworks_called(sites.index, framework_markers())
     swapped = spec.swapped(frameworks)
@@ -103,7 +105,7 @@ def migrate_source(code: str, target: str, options: Options | None = None, path:
         return _skipped(path, code, "MIG001", left_alone)
     conversion = spec.swap() if swapped and spec.swap is not None else spec.conversion()
     if program is not None and (sites.entry is None or sites.entry.library):  # the program trains nowhere it runs
-        return _skipped(path, code, "MIG002", _no_backward_message(imported, code, path, target, read_module))
+        return _skipped(path, code, "MIG002", _no_backward_message(imported, code, path, target, read_module, walk))
     if conversion.runtime is not None:  # setup must run where training starts, before what it builds
         if sites.entry is not None and sites.entry.library:
             library = _library_finding(sites, code, path, target, read_module)
@@ -150,15 +152,11 @@ def _program_converted(program: Program, plan: EditPlan, sites: TrainingSites, p
 
 
 def _module_guards(ctx: Context) -> dict[str, str]:
-    """The rank-0 test a module of the project spells instead of the script's: the launcher's RANK
-    (true without a process group) where the launcher sets it (torchrun, the deepspeed launcher);
-    Horovod's own test otherwise (horovodrun over MPI sets no HOROVOD_RANK)."""
-    from migrate.steps.rank_zero import launcher_rank_zero_test
-
-    runtime = ctx.runtime
-    if runtime is None or runtime.rank_variable != "RANK" or not ctx.plan.guarded:
+    """The script's rank-0 test mapped to the one a module of the project spells instead
+    (Context.rank_zero_test: the launcher's RANK where the launcher sets it); empty where they agree."""
+    if not ctx.modules_test_launcher_rank() or not ctx.plan.guarded:
         return {}
-    return {ctx.rank_zero_test(): launcher_rank_zero_test(ctx)}
+    return {ctx.rank_zero_test(): ctx.rank_zero_test(in_module=True)}
 
 
 def _program_refusal(program: Program, path: str, code: str, findings: tuple[Finding, ...]) -> FileResult:
@@ -262,8 +260,9 @@ KNOWN_PACKAGES = frozenset({
 })
 
 
-def _no_backward_message(imports: dict[str, str], code: str, path: str, target: str, read_module: ReadModule) -> str:
-    """MIG002, naming the modules of the script's project (migrate.project, two imports deep) where
+def _no_backward_message(imports: dict[str, str], code: str, path: str, target: str, read_module: ReadModule,
+                         walk: Callable[[], Graph]) -> str:
+    """MIG002, naming the modules of the script's project (`walk`: the graph join read, two imports deep) where
     the backward runs, read through `read_module` (an import that resolves to no file of the folder
     is named as a place it may be), the call of the script that runs it (analysis.sibling_training),
     and whether that module has an entry point of its own: one that has none is never named as the
@@ -271,14 +270,14 @@ def _no_backward_message(imports: dict[str, str], code: str, path: str, target: 
     import sys
 
     from migrate.analysis.sibling_training import NOT_FOLLOWED, step_call, trainers
-    from migrate.project import project_graph, runs_when_started
+    from migrate.project import runs_when_started
 
     roots = sorted({q.split(".")[0] for q in imports.values()} - KNOWN_PACKAGES - set(sys.stdlib_module_names) - {""})
     if not roots:
         return "not a training script (no backward pass); left unchanged"
     folder = os.path.dirname(path)
     modules: dict[str, str] = {}  # path -> dotted name, in the order they are imported
-    for link in project_graph(path, read_module, code, depth=2).links:
+    for link in walk().links:
         modules.setdefault(link.module, link.dotted)
     found = trainers([(dotted, module) for module, dotted in modules.items()], read_module)
     called = step_call(code, found) if found else None
@@ -405,11 +404,12 @@ def settle(results: list[FileResult], target: str,
     home for the CLI and `migrate_paths`, so both write the same files."""
     from migrate.targets import targets
 
-    settle_run = targets()[target].settle
+    spec = targets()[target]
     errors: list[InputError] = []
     notes: list[Note] = []
-    if settle_run is not None:
-        results, errors, notes = settle_run(results, options or Options(), migrate_file)
+    if spec.settle is not None:
+        given = options if options is not None else spec.options_class()
+        results, errors, notes = spec.settle(results, given, migrate_file)
     results, clashes = with_modules(results)
     return results, errors + clashes, notes
 

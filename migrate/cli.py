@@ -37,7 +37,8 @@ from migrate.advise_command import advise
 from migrate.check_command import check
 from migrate.doctor_command import doctor
 from migrate.launch_command import launch
-from migrate.records import FileResult, InputError, Options
+from migrate.records import FileResult, InputError
+from migrate.target_options import Options
 from migrate.targets import REGISTRY, available, targets
 from migrate.targets.base import Target
 from migrate.targets.deepspeed import Zero
@@ -83,7 +84,7 @@ def write_help(target: Target) -> str:
     """--write's help for a target, naming what it creates beside each script: the launch script
     when the target has a launcher (to-dp has none), the config when it writes one (--config-out)."""
     made = ["the launch script"] if target.launcher else []
-    if "config_out" in target.uses:
+    if "config_out" in {option.name for option in dataclasses.fields(target.options_class)}:
         made.append("its config")
     if not made:
         return ("Rewrite the files in place (atomically); no launcher or config is written: the converted "
@@ -138,14 +139,14 @@ def _one_mode(write: bool, check: bool) -> None:
 
 def _convert_command(target: Target) -> None:
     """`migrate to-<name>`: the shared options (paths, --write, --check, --report, --exclude) and
-    the target's own, which its `command_options` function declares and turns into Options."""
+    the target's own, which its `command_options` function declares and turns into its options class."""
     own = _parameters(target.command_options) if target.command_options is not None else []
 
     def command(paths: Paths, write: Write = False, check: Check = False, report: ReportFormat = "text",
                 report_out: ReportOut = None, verify_report: VerifyReport = None, exclude: Exclude = None,
                 jobs: Jobs = None, quiet: Quiet = False, **own_values: object) -> None:
         _one_mode(write, check)
-        options = target.command_options(**own_values) if target.command_options is not None else Options()
+        options = target.command_options(**own_values) if target.command_options is not None else target.options_class()
         _refuse_bad(target.name, options)
         raise typer.Exit(run(target.name, paths, options, write=write, check=check, report=report,
                              exclude=tuple(exclude or ()), report_out=report_out, verify_report=verify_report,
@@ -195,8 +196,8 @@ def _verifiable() -> list[str]:
 def _verify_conversion_options(target: str, zero: int, compare: bool) -> Options:
     """The conversion verify runs, as the target says (Target.verify_options: DeepSpeed's --zero;
     for --compare, Horovod without its lr scaling); else the defaults."""
-    made = targets()[target].verify_options
-    return made(zero, compare) if made is not None else Options()
+    spec = targets()[target]
+    return spec.verify_options(zero, compare) if spec.verify_options is not None else spec.options_class()
 
 
 @app.command("verify", cls=PlainUsage, short_help="Run the original and the converted script; check ranks, data, output.")

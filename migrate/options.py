@@ -1,9 +1,10 @@
 """The one place options are checked, for the command line and the library alike: a combination
-the CLI refuses, `migrate_source(..., Options(...))` refuses with the same words, and an option a
-target does not use is refused rather than silently ignored.
+the CLI refuses, `migrate_source(..., DeepSpeedOptions(...))` refuses with the same words, and
+another target's options class (migrate.target_options) is refused rather than its fields silently
+ignored.
 
 Each problem names the command-line option it is about, so the CLI can show it as typer does.
-The checks are handed the target (what it uses, its own checks: `OptionsUser`, which
+The checks are handed the target (its options class, its own checks: `OptionsUser`, which
 migrate.targets.base.Target is); this module never looks a target up by name.
 `migrate launch` shares the value checks here (process and host counts, a pod's memory) and the
 resources a Kubernetes pod requests by default, which its --help states.
@@ -11,14 +12,13 @@ resources a Kubernetes pod requests by default, which its --help states.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from migrate.records import Options
+from migrate.target_options import DeepSpeedOptions, Options, ProcessOptions
 from migrate.sources import unsafe_name_reason
 
 MAX_PROCESSES = 4096  # per node (and a hostfile's slots): beyond any machine there is
@@ -30,14 +30,6 @@ MEMORY = re.compile(r"[1-9][0-9]{0,6}(Ki|Mi|Gi|Ti|k|M|G|T)")
 # the process itself and a few DataLoader workers
 POD_CPUS_PER_PROCESS = 4
 POD_MEMORY_GI_PER_PROCESS = 16
-
-FLAGS = {
-    "nproc_per_node": "--nproc-per-node", "keep_global_batch": "--keep-global-batch", "scale_lr": "--scale-lr",
-    "sync_batchnorm": "--sync-batchnorm", "zero": "--zero", "offload_optimizer": "--offload-optimizer",
-    "offload_param": "--offload-param", "nvme_path": "--nvme-path", "precision": "--bf16/--fp16/--fp32",
-    "config_out": "--config-out", "hosts": "--hosts", "mixed_precision": "--mixed-precision",
-    "cpu_offload": "--cpu-offload", "shard": "--shard",
-}
 
 
 @dataclass(frozen=True)
@@ -62,7 +54,7 @@ class OptionsUser(Protocol):
     def name(self) -> str: ...
 
     @property
-    def uses(self) -> frozenset[str]: ...  # the Options fields it reads
+    def options_class(self) -> type[Options]: ...  # the class of the options it takes (migrate.target_options)
 
     @property
     def check_options(self) -> Callable[[Options], list[OptionProblem]] | None: ...  # its own checks
@@ -70,17 +62,28 @@ class OptionsUser(Protocol):
 
 def problems(spec: OptionsUser, options: Options) -> list[OptionProblem]:
     """Everything wrong with `options` for the target `spec`, in the order a user would fix them:
-    options the target does not use, then the shared ones, then the target's own checks."""
-    found = _unused(spec.name, spec.uses, options)
-    found += nproc_problems(options.nproc_per_node)
+    another target's options class (alone: its fields mean nothing here), then the checks the
+    class's fields share with other targets', then the target's own checks."""
+    if type(options) is not spec.options_class:  # exactly: to-dp's Options is every class's base
+        return [OptionProblem("options", f"to-{spec.name} takes {_spelled(spec.options_class)}, "
+                              f"not {type(options).__name__}")]
+    found: list[OptionProblem] = []
+    if isinstance(options, ProcessOptions):
+        found += process_problems(options)
+    if isinstance(options, DeepSpeedOptions):
+        found += nvme_path_problems(options.nvme_path)
+    if spec.check_options is not None:
+        found += spec.check_options(options)
+    return found
+
+
+def process_problems(options: ProcessOptions) -> list[OptionProblem]:
+    """The checks of the options the one-process-per-GPU targets share."""
+    found = nproc_problems(options.nproc_per_node)
     if options.keep_global_batch and options.scale_lr:
         found.append(OptionProblem("--keep-global-batch/--scale-lr", "--scale-lr raises the learning rate for a "
                                    "global batch that grows with the world size, and --keep-global-batch keeps the "
                                    "global batch as it is: choose one"))
-    if "nvme_path" in spec.uses:
-        found += nvme_path_problems(options.nvme_path)
-    if spec.check_options is not None:
-        found += spec.check_options(options)
     return found
 
 
@@ -91,13 +94,10 @@ def check(spec: OptionsUser, options: Options) -> None:
         raise OptionsError(str(found[0]))
 
 
-def _unused(target: str, used: frozenset[str], options: Options) -> list[OptionProblem]:
-    defaults = Options()
-    return [
-        OptionProblem(FLAGS[field.name], f"to-{target} does not use this option; it would be ignored")
-        for field in dataclasses.fields(Options)
-        if field.name not in used and getattr(options, field.name) != getattr(defaults, field.name)
-    ]
+def _spelled(options_class: type[Options]) -> str:
+    """How a user imports the class: `migrate.DdpOptions` for the package's own."""
+    module = "migrate" if options_class.__module__ == "migrate.target_options" else options_class.__module__
+    return f"{module}.{options_class.__qualname__}"
 
 
 def nproc_problems(value: str) -> list[OptionProblem]:
@@ -106,7 +106,7 @@ def nproc_problems(value: str) -> list[OptionProblem]:
     return [OptionProblem("--nproc-per-node", f"{value[:40]!r}: give a number from 1 to {MAX_PROCESSES}, 'gpu' or 'auto'")]
 
 
-def offload_problems(options: Options) -> list[OptionProblem]:
+def offload_problems(options: DeepSpeedOptions) -> list[OptionProblem]:
     return [OptionProblem(flag, f"{value!r}: choose none, cpu or nvme")
             for flag, value in (("--offload-optimizer", options.offload_optimizer), ("--offload-param", options.offload_param))
             if value not in OFFLOAD_DEVICES]

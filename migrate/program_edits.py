@@ -20,7 +20,7 @@ import libcst as cst
 
 from migrate.analysis.program import Part, Program
 from migrate.rewrite import EditPlan
-from migrate.unbound import introduced_unbound_names
+from migrate.unbound import introduced_unbound_names, module_level_names
 from migrate.unused_imports import drop_imports_made_unused
 
 
@@ -48,7 +48,7 @@ def apply_to_parts(plan: EditPlan, program: Program, import_stmts: list[cst.Simp
         missing = [name for name, _line, _col in introduced_unbound_names(part.text, bare)]
         # a star import binds every name for the unbound check: a name the steps import is still
         # imported where the new code reads it and the file binds it by no name of its own
-        missing += sorted(((scheduled | set(providers)) & _loaded(bare)) - _loaded(part.text) - _bound_by_name(part.text))
+        missing += sorted(((scheduled | set(providers)) & _loaded(bare)) - _loaded(part.text) - module_level_names(part.text))
         lines = list(dict.fromkeys(providers[name] for name in missing if name in providers))
         new = _applied(plan, part.module, lines, import_stmts, is_stdlib, guards) if lines else bare
         texts.append(PartText(part, drop_imports_made_unused(part.text, new)))
@@ -128,32 +128,6 @@ def _loaded(text: str) -> set[str]:
     except (SyntaxError, ValueError, RecursionError):
         return set()
     return {node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)}
-
-
-def _bound_by_name(text: str) -> set[str]:
-    """The names a file binds at module level by name (imports other than `*`, assignments, defs,
-    classes; inside module-level `if`/`try` too), not through a star import."""
-    try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError, RecursionError):
-        return set()
-    bound: set[str] = set()
-    pending: list[ast.stmt] = list(tree.body)
-    while pending:
-        node = pending.pop()
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            bound |= {alias.asname or alias.name.split(".")[0] for alias in node.names if alias.name != "*"}
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            bound.add(node.name)
-        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            bound |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
-        elif isinstance(node, (ast.If, ast.Try, ast.With, ast.For, ast.While)):
-            for field in ("body", "orelse", "finalbody", "handlers"):
-                pending += [child for child in getattr(node, field, []) if isinstance(child, ast.stmt)]
-            for handler in getattr(node, "handlers", []):
-                pending += handler.body
-    return bound
 
 
 def _dotted(node: cst.BaseExpression) -> str:

@@ -334,7 +334,7 @@ def _parse(text: str) -> _Parsed | None:
         return None
     imports = [node for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))]
     imports.sort(key=lambda node: (node.lineno, node.col_offset))
-    defines = _defined_names(tree)
+    defines = top_level_names(tree)
     return _Parsed(imports, frozenset(defines), _runs(tree, defines), text, _top_calls(tree), _bound_at(imports))
 
 
@@ -361,15 +361,21 @@ def _bound_at(imports: list[ast.Import | ast.ImportFrom]) -> dict[str, int]:
     return bound
 
 
-def _defined_names(tree: ast.Module) -> set[str]:
-    """Names a module binds at its top level by a def, a class or an assignment."""
+def top_level_names(tree: ast.Module, every_target: bool = False) -> set[str]:
+    """Names a module binds at its top level by a def, a class or an assignment (not by an import):
+    an assignment's target when it is a name (`x = ...`, `x: int = ...`). With `every_target`, an
+    augmented assignment's too, and every name inside a target (`a, b = ...`, and `x` of `x.y = ...`):
+    all a module may clash on when joined with another (analysis.program)."""
     names: set[str] = set()
+    assignments = (ast.Assign, ast.AnnAssign, ast.AugAssign) if every_target else (ast.Assign, ast.AnnAssign)
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             names.add(node.name)
-        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+        elif isinstance(node, assignments):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            names.update(t.id for t in targets if isinstance(t, ast.Name))
+            for target in targets:
+                inside = ast.walk(target) if every_target else [target]
+                names.update(n.id for n in inside if isinstance(n, ast.Name))
     return names
 
 

@@ -1,5 +1,5 @@
-"""Plain records passed between the stages (the data model, not a torch model): options in,
-findings and file results out.
+"""Plain records passed between the stages (the data model, not a torch model): findings and file
+results out (the options in are migrate.target_options: one class per target).
 
 Everything here is a frozen dataclass of builtins, so results pickle across worker
 processes and the CLI can print them without touching syntax trees.
@@ -17,28 +17,6 @@ class Severity(str, Enum):
     NOTE = "note"  # informational: what was done, or why nothing was
     WARNING = "warning"  # a manual step is left for the user
     ERROR = "error"  # the file could not be converted
-
-
-@dataclass(frozen=True)
-class Options:
-    """What the user asked for on the command line (shared by every target)."""
-
-    nproc_per_node: str = "auto"  # a number, or torchrun's "auto" / "gpu"
-    keep_global_batch: bool = False
-    scale_lr: bool | None = None  # None: the target's own default (Horovod scales the lr, the others do not)
-    sync_batchnorm: bool = False
-    # DeepSpeed
-    zero: int = 2
-    offload_optimizer: str = "none"  # none | cpu | nvme
-    offload_param: str = "none"  # none | cpu | nvme (ZeRO-3 only)
-    nvme_path: str = "/local_nvme"
-    precision: str = "auto"  # auto (what the script does) | fp32 | fp16 | bf16
-    config_out: str | None = None  # where ds_config.json goes; default beside the script
-    hosts: tuple[str, ...] = ()  # "host:slots" entries for a multi-node hostfile
-    # FSDP
-    mixed_precision: str = "none"  # none | bf16 | fp16: FSDP2's MixedPrecisionPolicy
-    cpu_offload: bool = False  # FSDP2's CPUOffloadPolicy
-    shard: tuple[str, ...] = ()  # class names sharded one by one (default: the repeated blocks found)
 
 
 @dataclass(frozen=True)

@@ -212,6 +212,17 @@ def bound_names(node: ast.AST) -> set[str]:
     return found
 
 
+def module_level_names(text: str) -> set[str]:
+    """The names a file binds at module level by name (bound_names of each top-level statement: inside
+    module-level `if`/`try`/`with`/`for` blocks too), not through a star import; none when it does
+    not parse."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError):
+        return set()
+    return set().union(*(bound_names(stmt) for stmt in tree.body))
+
+
 def _binds(node: ast.AST) -> tuple[str, ...]:
     """The names this one node binds (`x` of `x = ...`, `os` of `import os`, `f` of `def f`)."""
     if isinstance(node, ast.Name):

@@ -16,7 +16,7 @@ from migrate.api import migrate_source
 from migrate.check import check_source
 from migrate.check.rules import RULES
 from migrate.check_command import check
-from migrate.records import Options
+from migrate import DeepSpeedOptions
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = sorted((ROOT / "samples").glob("*/train.py"))
@@ -308,7 +308,7 @@ def test_converted_samples_check_clean(sample: Path, target: str):
     # to-deepspeed leaves cnn_classifier unchanged at ZeRO 2 (its optimizer checkpoint would be one
     # rank's shard); at ZeRO 0 it converts
     refused_at_zero_2 = (sample.parent.name, target) == ("cnn_classifier", "deepspeed")
-    options = Options(zero=0) if refused_at_zero_2 else None
+    options = DeepSpeedOptions(zero=0) if refused_at_zero_2 else None
     converted = migrate_source(sample.read_text(), target, options, path=str(sample))
     assert converted.changed
     assert [v.render() for v in check_source(converted.new, str(sample))] == []

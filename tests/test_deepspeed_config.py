@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from migrate import Options, migrate_source
+from migrate import DeepSpeedOptions, migrate_source
 
 CASES = Path(__file__).parent / "cases"
 VARIANTS = CASES / "_deepspeed_configs"
 CONFIGS = sorted(CASES.glob("*/deepspeed.ds_config.json")) + sorted(VARIANTS.glob("*.ds_config.json"))
 MAIN_CASE = CASES / "main_function" / "input.py"
 # One script under each ZeRO stage / offload / precision choice: _deepspeed_configs/<name>.options.json
-# holds the Options, _deepspeed_configs/<name>.ds_config.json the reviewed config. Only the config
+# holds the DeepSpeedOptions, _deepspeed_configs/<name>.ds_config.json the reviewed config. Only the config
 # differs: the script itself must come out exactly as the main_function golden case's deepspeed.py.
 OPTION_CASES = sorted(VARIANTS.glob("*.options.json"))
 
@@ -39,7 +39,7 @@ def test_deepspeed_parses_every_golden_config(config_path: Path) -> None:
 
 @pytest.mark.parametrize("options_path", OPTION_CASES, ids=lambda p: p.name.removesuffix(".options.json"))
 def test_each_stage_and_offload_choice_gives_its_reviewed_config(options_path: Path) -> None:
-    options = Options(**json.loads(options_path.read_text()))
+    options = DeepSpeedOptions(**json.loads(options_path.read_text()))
     result = migrate_source(MAIN_CASE.read_text(), "deepspeed", options, path="train.py")
     # offloading the optimizer's state changes the script too (Adam becomes DeepSpeedCPUAdam), the
     # same way for every stage and device: one reviewed script for all those choices
@@ -52,7 +52,7 @@ def test_each_stage_and_offload_choice_gives_its_reviewed_config(options_path: P
 
 def test_values_come_from_the_script() -> None:
     source = (Path(__file__).parents[1] / "samples" / "amp_accum" / "train.py").read_text()
-    result = migrate_source(source, "deepspeed", Options(zero=1))
+    result = migrate_source(source, "deepspeed", DeepSpeedOptions(zero=1))
     config = json.loads(next(a.text for a in result.artifacts if a.path.endswith("ds_config.json")))
     assert config["train_micro_batch_size_per_gpu"] == 16  # argparse default of --batch-size
     assert config["gradient_accumulation_steps"] == 2  # --accum-steps
@@ -117,7 +117,7 @@ def test_an_offloaded_optimizer_deepspeed_has_no_cpu_version_of_keeps_torch_s_cl
     """SGD with --offload-optimizer cpu: DeepSpeed's guard is switched off for it, in the config
     and in a note; without offloading the config does not touch the guard."""
     source = (Path(__file__).parents[1] / "samples" / "mlp_regression" / "train.py").read_text()
-    offloaded = migrate_source(source, "deepspeed", Options(offload_optimizer="cpu"), path="train.py")
+    offloaded = migrate_source(source, "deepspeed", DeepSpeedOptions(offload_optimizer="cpu"), path="train.py")
     config = json.loads(next(a.text for a in offloaded.artifacts if a.path.endswith("ds_config.json")))
     assert config["zero_force_ds_cpu_optimizer"] is False
     assert "torch.optim.SGD(" in offloaded.new

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from migrate import Options
+from migrate import DeepSpeedOptions
 from migrate.api import migrate_source
 from migrate.records import FileResult
 
@@ -20,7 +20,7 @@ GAN = (CASES / "ds_gan_two_backwards" / "input.py").read_text()
 
 
 def convert(source: str, zero: int = 2) -> FileResult:
-    return migrate_source(source, "deepspeed", Options(zero=zero), path="train.py")
+    return migrate_source(source, "deepspeed", DeepSpeedOptions(zero=zero), path="train.py")
 
 
 def codes(result: FileResult) -> list[str]:
@@ -168,7 +168,7 @@ def test_the_discriminator_trains_on_both_losses(zero: int, tmp_path: Path) -> N
     original.write_text(GAN)
     expected = run_python(original, ["--no-shuffle", "--batch-size", "32"], tmp_path / "original.pt")
     converted = tmp_path / "converted.py"
-    result = migrate_source(GAN, "deepspeed", Options(zero=zero), path=str(converted))
+    result = migrate_source(GAN, "deepspeed", DeepSpeedOptions(zero=zero), path=str(converted))
     converted.write_text(result.new)
     for artifact in result.artifacts:
         Path(artifact.path).write_text(artifact.text)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import libcst as cst
 import pytest
 
-from migrate import Options
+from migrate import DeepSpeedOptions
 from migrate.analysis import analyze
 from migrate.analysis.placement import device_conditions, placed_by_script
 from migrate.api import migrate_source
@@ -59,7 +59,7 @@ def script(placement: str, head: str = HEAD) -> str:
 
 
 def convert(source: str) -> FileResult:
-    return migrate_source(source, "deepspeed", Options(zero=2), path="train.py")
+    return migrate_source(source, "deepspeed", DeepSpeedOptions(zero=2), path="train.py")
 
 
 def line_of(text: str, part: str) -> int:

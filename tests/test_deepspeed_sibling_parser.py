@@ -61,9 +61,9 @@ def project(tmp_path: Path, options: str = OPTIONS, train: str = TRAIN) -> Path:
 
 
 def converted(script: Path, **options: object) -> FileResult:
-    from migrate.records import Options
+    from migrate import DeepSpeedOptions
 
-    result = migrate_file(str(script), "deepspeed", Options(**options) if options else None)  # type: ignore[arg-type]
+    result = migrate_file(str(script), "deepspeed", DeepSpeedOptions(**options) if options else None)  # type: ignore[arg-type]
     assert isinstance(result, FileResult), result
     return result
 

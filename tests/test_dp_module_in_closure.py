@@ -11,7 +11,7 @@ import re
 import pytest
 
 from migrate import migrate_source
-from migrate.records import Options
+from migrate.targets import targets
 
 # the checkpoint helper is defined before the wrap and called after it
 BEFORE_THE_WRAP = """\
@@ -84,7 +84,7 @@ if __name__ == "__main__":
 
 
 def lines(code: str, target: str, **options: object) -> list[str]:
-    result = migrate_source(code, target, Options(**options))  # type: ignore[arg-type]
+    result = migrate_source(code, target, targets()[target].options_class(**options))  # type: ignore[arg-type]
     assert not [f for f in result.findings if f.severity == "error"], result.findings
     return [line.strip() for line in result.new.splitlines()]
 

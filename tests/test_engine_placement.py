@@ -3,7 +3,7 @@ that still read, load or move the bare model before training starts, never past 
 
 from __future__ import annotations
 
-from migrate import Options, migrate_source
+from migrate import DeepSpeedOptions, migrate_source
 
 HEAD = """import torch
 import torch.nn as nn
@@ -29,7 +29,7 @@ if __name__ == "__main__":
 
 
 def converted_lines(body: str) -> list[str]:
-    result = migrate_source(HEAD + body + LOOP, "deepspeed", Options(), path="train.py")
+    result = migrate_source(HEAD + body + LOOP, "deepspeed", DeepSpeedOptions(), path="train.py")
     assert not result.error
     return [line.strip() for line in result.new.splitlines()]
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
-from migrate import Options, migrate_source
+from migrate import FsdpOptions, migrate_source
 from migrate.project_files import read_from_disk
 
 BLOCKS_ELSEWHERE = """\
@@ -63,7 +63,7 @@ class Trunk(nn.Module):
 """
 
 
-def convert(tmp_path: Path, code: str, options: Options | None = None, files: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
+def convert(tmp_path: Path, code: str, options: FsdpOptions | None = None, files: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
     for name, text in (files or {}).items():
         (tmp_path / name).write_text(text)
     return migrate_source(textwrap.dedent(code), "fsdp", options, path=str(tmp_path / "train.py"), read_module=read_from_disk)
@@ -92,7 +92,7 @@ def test_without_the_module_only_the_root_is_sharded_and_the_note_says_why(tmp_p
 
 
 def test_shard_names_blocks_and_unseen_classes_are_matched_by_name(tmp_path: Path) -> None:
-    result = convert(tmp_path, BLOCKS_ELSEWHERE, Options(shard=("Residual", "DecoderLayer")), files={"layers.py": LAYERS})
+    result = convert(tmp_path, BLOCKS_ELSEWHERE, FsdpOptions(shard=("Residual", "DecoderLayer")), files={"layers.py": LAYERS})
     assert 'isinstance(submodule, Residual) or type(submodule).__name__ in ("DecoderLayer",)' in result.new
     assert any("`DecoderLayer` matched by class name" in m for m in messages(result, "MIG301"))
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from migrate import Options, migrate_source
+from migrate import HorovodOptions, migrate_source
 from migrate.targets import targets
 
 SCRIPT = """\
@@ -48,7 +48,7 @@ if __name__ == "__main__":
 """
 
 
-def convert(options: Options | None = None, source: str = SCRIPT):  # type: ignore[no-untyped-def]
+def convert(options: HorovodOptions | None = None, source: str = SCRIPT):  # type: ignore[no-untyped-def]
     result = migrate_source(source, "horovod", options, path="train.py")
     assert not result.error, result.error
     return result
@@ -56,9 +56,9 @@ def convert(options: Options | None = None, source: str = SCRIPT):  # type: igno
 
 def test_the_lr_is_scaled_by_default_and_each_opt_out_keeps_it() -> None:
     assert "lr=1e-3 * hvd.size()" in convert().new
-    assert "lr=1e-3 * hvd.size()" in convert(Options(scale_lr=True)).new
-    assert "lr=1e-3," in convert(Options(scale_lr=False)).new
-    kept = convert(Options(keep_global_batch=True)).new
+    assert "lr=1e-3 * hvd.size()" in convert(HorovodOptions(scale_lr=True)).new
+    assert "lr=1e-3," in convert(HorovodOptions(scale_lr=False)).new
+    kept = convert(HorovodOptions(keep_global_batch=True)).new
     assert "lr=1e-3," in kept and "batch_size=max(1, 16 // hvd.size())" in kept
 
 
@@ -95,9 +95,9 @@ def test_the_launcher_for_one_node_and_for_several(tmp_path: Path) -> None:
     one = convert().artifacts[0]
     assert one.path == "run_train_horovod.sh" and one.executable
     assert 'horovodrun -np "$NUM_PROCESSES" -H "localhost:$NUM_PROCESSES"' in one.text
-    several = convert(Options(hosts=("node1:4", "node-2:2"))).artifacts[0].text
+    several = convert(HorovodOptions(hosts=("node1:4", "node-2:2"))).artifacts[0].text
     assert "exec horovodrun -np 6 -H node1:4,node-2:2 " in several
-    four = convert(Options(nproc_per_node="4")).artifacts[0].text
+    four = convert(HorovodOptions(nproc_per_node="4")).artifacts[0].text
     assert "NUM_PROCESSES=4" in four
     for text in (one.text, several, four):
         launcher = tmp_path / "run.sh"
@@ -108,7 +108,7 @@ def test_the_launcher_for_one_node_and_for_several(tmp_path: Path) -> None:
 def test_hosts_and_a_process_count_are_refused_together() -> None:
     from migrate.options import problems
 
-    found = problems(targets()["horovod"], Options(hosts=("node1:4",), nproc_per_node="4"))
+    found = problems(targets()["horovod"], HorovodOptions(hosts=("node1:4",), nproc_per_node="4"))
     assert [p.flag for p in found] == ["--hosts/--nproc-per-node"]
 
 

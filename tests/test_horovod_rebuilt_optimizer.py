@@ -5,7 +5,7 @@ shape it cannot follow leaves the file unchanged (MIG402). Conversion only."""
 
 from __future__ import annotations
 
-from migrate import Options, migrate_source
+from migrate import HorovodOptions, migrate_source
 
 RETIRE = "set_backward_passes_per_step(sys.maxsize)"
 
@@ -40,7 +40,7 @@ if __name__ == "__main__":
 
 
 def convert(code: str) -> tuple[str, list[tuple[int, str]]]:
-    result = migrate_source(code, "horovod", Options(scale_lr=False))
+    result = migrate_source(code, "horovod", HorovodOptions(scale_lr=False))
     return result.new, [(f.line, f.code) for f in result.findings]
 
 
@@ -108,7 +108,7 @@ def test_a_literal_rebinding_is_no_rebuild() -> None:
 
 
 def refused(code: str, line: int) -> None:
-    result = migrate_source(code, "horovod", Options(scale_lr=False))
+    result = migrate_source(code, "horovod", HorovodOptions(scale_lr=False))
     assert result.new == result.old
     messages = [f for f in result.findings if f.code == "MIG402"]
     assert [f.line for f in messages] == [line], result.findings

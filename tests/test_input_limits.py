@@ -18,7 +18,7 @@ import pytest
 
 from migrate import report
 from migrate.cli import run
-from migrate.records import Options
+from migrate import DdpOptions
 from migrate.sources import BYTES_PER_TOKEN, parse_memory
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,7 +42,7 @@ def test_what_only_cpythons_compiler_refuses_is_an_input_error(
         tail: str, line: int, col: int, message: str) -> None:
     (tmp_path / "train.py").write_text(TRAINING + tail)
     monkeypatch.chdir(tmp_path)
-    status = run("ddp", ["train.py"], Options(), write=False, check=False, report="text")
+    status = run("ddp", ["train.py"], DdpOptions(), write=False, check=False, report="text")
     err = capfd.readouterr().err
     assert status == 2
     assert f"train.py:{line}:{col}: syntax error: {message}" in err

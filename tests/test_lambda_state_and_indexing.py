@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from migrate.api import migrate_source
-from migrate.records import FileResult, Options
+from migrate import DeepSpeedOptions
+from migrate.records import FileResult
 from tests import progress
 
 CASES = Path(__file__).parent / "cases"
@@ -110,7 +111,7 @@ def test_fsdp_function_gathers_inside_at_each_call() -> None:
 
 @pytest.mark.parametrize("zero", [2, 3])
 def test_deepspeed_lambda_called_after_the_engine_is_refused(zero: int) -> None:
-    result = migrate_source(SAVED_EACH_EPOCH, "deepspeed", Options(zero=zero))
+    result = migrate_source(SAVED_EACH_EPOCH, "deepspeed", DeepSpeedOptions(zero=zero))
     assert result.new == SAVED_EACH_EPOCH
     message = next(f.message for f in result.findings if f.code == "MIG127")
     assert "`weights = lambda: model.state_dict()` (line 11)" in message and "the file is left unchanged" in message
@@ -120,7 +121,7 @@ def test_deepspeed_lambda_called_before_training_is_refused_too() -> None:
     """The engine goes above the first statement that is no use of the model it sees, so the save
     through the lambda runs on the engine (keys `module.x`) and would have to gather there."""
     code = script("    weights = lambda: model.state_dict()\n    torch.save(weights(), \"init.pt\")\n")
-    result = migrate_source(code, "deepspeed", Options(zero=3))
+    result = migrate_source(code, "deepspeed", DeepSpeedOptions(zero=3))
     assert "MIG127" in codes(result) and result.new == code
 
 

@@ -10,15 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from migrate import Options, migrate_source
+from migrate import DdpOptions, DeepSpeedOptions, FsdpOptions, HorovodOptions, Options, migrate_source
 from tests import progress
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "samples" / "mlp_regression" / "train.py"
 SHELLCHECK = Path(sys.executable).parent / "shellcheck"
 LAUNCHED = ("ddp", "fsdp", "deepspeed", "horovod")
-SEVERAL_NODES = {"ddp": Options(nproc_per_node="4"), "fsdp": Options(nproc_per_node="gpu"),
-                 "deepspeed": Options(hosts=("node1:8", "node-2:8")), "horovod": Options(hosts=("node1:4", "node-2:4"))}
+SEVERAL_NODES: dict[str, Options] = {
+    "ddp": DdpOptions(nproc_per_node="4"), "fsdp": FsdpOptions(nproc_per_node="gpu"),
+    "deepspeed": DeepSpeedOptions(hosts=("node1:8", "node-2:8")), "horovod": HorovodOptions(hosts=("node1:4", "node-2:4"))}
 HOSTILE = "it's a \"$HOME\" `id` folder"
 
 

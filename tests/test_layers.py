@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent / "migrate"
 # it may import modules of its own layer or of a lower one.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     # the data everything shares: records, finding codes, how a runtime spells rank and setup
-    ("data", ("migrate.records", "migrate.findings", "migrate.runtime")),
+    ("data", ("migrate.records", "migrate.target_options", "migrate.findings", "migrate.runtime")),
     # reading, choosing and writing files, signals, templates, diffs, checked options
     ("basics", ("migrate.sources", "migrate.paths", "migrate.project_files", "migrate.project", "migrate.writing", "migrate.signals",
                 "migrate.templating", "migrate.report", "migrate.options")),

@@ -17,7 +17,9 @@ from typer.testing import CliRunner
 
 from migrate import launchers
 from migrate.findings import all_codes
-from migrate.records import Options, Severity
+from migrate import DdpOptions
+from migrate.records import Severity
+from migrate.target_options import ProcessOptions
 from migrate.targets import REGISTRY, register, targets
 from migrate.targets.base import Conversion, Target
 from migrate.targets.ddp import Nproc, torchrun_launcher
@@ -30,9 +32,14 @@ def twin_conversion() -> Conversion:
     return dataclasses.replace(ddp_conversion(), artifacts=functools.partial(torchrun_launcher, target="twin"))
 
 
-def twin_options(nproc_per_node: Nproc = "auto") -> Options:
+@dataclasses.dataclass(frozen=True)
+class TwinOptions(ProcessOptions):
+    """The target's own options class: one process per GPU, as DDP's steps and launcher read it."""
+
+
+def twin_options(nproc_per_node: Nproc = "auto") -> TwinOptions:
     """The target's own option (`--nproc-per-node`), declared as every real target declares its own."""
-    return Options(nproc_per_node=nproc_per_node)
+    return TwinOptions(nproc_per_node=nproc_per_node)
 
 
 TWIN = Target(
@@ -43,7 +50,7 @@ TWIN = Target(
     example="migrate to-twin train.py",
     conversion=twin_conversion,
     command_options=twin_options,
-    uses=frozenset({"nproc_per_node"}),
+    options_class=TwinOptions,
     markers={"twin.init": "Twin"},
     launcher=launchers.TORCHRUN,
     signs=("DistributedDataParallel",),
@@ -115,8 +122,10 @@ def test_the_library_refuses_its_options_in_the_words_of_the_cli(twin: Target) -
     from migrate import migrate_source
     from migrate.options import OptionsError
 
-    with pytest.raises(OptionsError, match="to-twin does not use this option"):
-        migrate_source(SAMPLE.read_text(), "twin", Options(zero=3))
+    with pytest.raises(OptionsError, match="^options: to-twin takes tests.test_new_target.TwinOptions, not DdpOptions$"):
+        migrate_source(SAMPLE.read_text(), "twin", DdpOptions())
+    with pytest.raises(OptionsError, match="^--nproc-per-node: '0': give a number from 1 to 4096"):
+        migrate_source(SAMPLE.read_text(), "twin", TwinOptions(nproc_per_node="0"))
 
 
 @pytest.mark.slow

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from migrate.cli import run
-from migrate.records import Options
+from migrate import DdpOptions
+from migrate.targets import targets
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = """import torch
@@ -47,8 +48,9 @@ def thirty(folder: Path) -> Path:
 def both(capfd: pytest.CaptureFixture[bytes], folder: str, target: str = "ddp") -> list[tuple[int, bytes, bytes]]:
     """(status, stdout, stderr) of the run at -j 1 and at -j 2."""
     outcomes = []
+    options = targets()[target].options_class()
     for jobs in (1, 2):
-        status = run(target, [folder], Options(), write=False, check=False, report="text", jobs=jobs)
+        status = run(target, [folder], options, write=False, check=False, report="text", jobs=jobs)
         captured = capfd.readouterr()
         outcomes.append((status, captured.out, captured.err))
     return outcomes
@@ -102,7 +104,7 @@ def test_progress_and_colour_only_on_a_terminal(tmp_path: Path, monkeypatch: pyt
     out, err = Terminal(), Terminal()
     monkeypatch.setattr("sys.stdout", out)
     monkeypatch.setattr("sys.stderr", err)
-    assert run("ddp", ["two"], Options(), write=False, check=False, report=report, jobs=1, quiet=quiet) == 0
+    assert run("ddp", ["two"], DdpOptions(), write=False, check=False, report=report, jobs=1, quiet=quiet) == 0
     assert ("\rmigrate: 2/2 files\x1b[K" in err.getvalue()) is shown
     coloured = b"\x1b[32m+import os\x1b[m\n" in out.buffer.getvalue()
     assert coloured is (not no_color)

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from migrate.api import migrate_source
-from migrate.records import FileResult, Options
+from migrate.records import FileResult
+from migrate.targets import targets
 from tests import progress
 
 SCRIPT = textwrap.dedent("""\
@@ -59,7 +60,7 @@ SCRIPT = textwrap.dedent("""\
 def convert(returned: str, target: str, bound: str = "epoch_loss = fit_once(net, batches, optimizer)",
             **options: object) -> FileResult:
     code = SCRIPT.replace("RETURNED", returned).replace("BOUND", bound)
-    return migrate_source(code, target, Options(**options))  # type: ignore[arg-type]
+    return migrate_source(code, target, targets()[target].options_class(**options))  # type: ignore[arg-type]
 
 
 def codes(result: FileResult) -> list[str]:

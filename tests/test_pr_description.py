@@ -16,7 +16,8 @@ from typer.testing import CliRunner
 from migrate.check_command import check
 from migrate.launchers import TORCHRUN
 from migrate.cli import run
-from migrate.records import Artifact, FileResult, Finding, Options, Severity
+from migrate import DdpOptions
+from migrate.records import Artifact, FileResult, Finding, Severity
 from migrate.review.description import Run, description
 from migrate.review.hunks import hunks, text_lines
 from migrate.review.sarif import Rule, sarif_log
@@ -34,8 +35,8 @@ def markdown_of(sample: str, target: str, tmp_path: Path, *extra: str) -> tuple[
     here = os.getcwd()
     os.chdir(ROOT)
     try:
-        status = run(target, [f"samples/{sample}/train.py"], Options(), write=False, check=False, report="markdown",
-                     report_out=str(out), verify_report=extra[0] if extra else None)
+        status = run(target, [f"samples/{sample}/train.py"], targets()[target].options_class(), write=False, check=False,
+                     report="markdown", report_out=str(out), verify_report=extra[0] if extra else None)
     finally:
         os.chdir(here)
     return status, out.read_text() if out.exists() else ""
@@ -48,7 +49,7 @@ def test_the_description_names_every_change_finding_created_file_and_the_launch(
 
     status, text = markdown_of("mlp_regression", target, tmp_path)
     capsys.readouterr()  # the diff
-    result = api.migrate_file(str(ROOT / "samples/mlp_regression/train.py"), target, Options())
+    result = api.migrate_file(str(ROOT / "samples/mlp_regression/train.py"), target)
     assert status == 0 and isinstance(result, FileResult)
     new = text_lines(result.new)
     for hunk in hunks(text_lines(result.old), new):
@@ -122,7 +123,7 @@ def test_a_bad_verify_report_is_refused_naming_it(tmp_path: Path, capsys: pytest
 def test_a_verify_report_needs_the_markdown_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     report = tmp_path / "verify.json"
     report.write_text(json.dumps(VERIFIED))
-    status = run("ddp", [str(ROOT / "samples/mlp_regression/train.py")], Options(), write=False, check=False,
+    status = run("ddp", [str(ROOT / "samples/mlp_regression/train.py")], DdpOptions(), write=False, check=False,
                  report="text", verify_report=str(report))
     assert status == 2 and "--verify-report goes into the pull-request description" in capsys.readouterr().err
 

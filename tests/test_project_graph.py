@@ -6,13 +6,17 @@ An entry point whose step lives in its project is converted with it (tests/test_
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
+
+import pytest
 
 from migrate import migrate_source
 from migrate.api import migrate_paths
-from migrate.project_files import read_from_disk
+from migrate.project_files import ReadModule, read_from_disk
 from migrate.records import FileResult
-from migrate.project import MAX_DEPTH, defining_module, importing_entry_points, is_entry_point, project_graph
+from migrate.project import (MAX_DEPTH, Graph, defining_module, importing_entry_points, is_entry_point, project_graph,
+                             top_level_names)
 
 PROJECTS = Path(__file__).parent / "cases_projects"
 
@@ -158,3 +162,32 @@ def test_a_module_with_its_own_entry_point_is_named_as_the_one_to_convert() -> N
     [mig002] = migrate_source(script, "ddp", path="/r/train.py", read_module=files.get).findings
     assert ("(move the training step into this file, or convert `engine.py`, which has an entry point of its own"
             in mig002.message)
+
+
+def test_mig002_reads_the_one_walk_of_the_project_that_joining_made(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The script's project is walked once per conversion: join and MIG002's message read the same graph
+    (analysis.program.project_walk)."""
+    import migrate.analysis.program as program
+    import migrate.project
+
+    walked: list[str] = []
+    walk = migrate.project.project_graph
+
+    def counted(script: str, read: ReadModule, text: str | None = None, depth: int = MAX_DEPTH) -> Graph:
+        walked.append(script)
+        return walk(script, read, text, depth)
+
+    monkeypatch.setattr(migrate.project, "project_graph", counted)  # for whoever imports it when called
+    monkeypatch.setattr(program, "project_graph", counted)
+    files = {"/w/engine.py": "def fit(model):\n    return model\n"}
+    script = "import engine\n\nif __name__ == '__main__':\n    engine.fit(None)\n"
+    [mig002] = migrate_source(script, "ddp", path="/w/train.py", read_module=files.get).findings
+    assert mig002.code == "MIG002" and "here or in the modules of its folder it imports" in mig002.message
+    assert walked == ["/w/train.py"]
+
+
+def test_top_level_names_and_every_name_a_module_may_clash_on() -> None:
+    tree = ast.parse("import os\nfrom a import b\ndef f():\n    inner = 1\nclass C:\n    pass\nx = 1\ny: int = 2\n"
+                     "p, q = 1, 2\nz += 1\nos.sep = '/'\nif True:\n    hidden = 3\n")
+    assert top_level_names(tree) == {"f", "C", "x", "y"}
+    assert top_level_names(tree, every_target=True) == {"f", "C", "x", "y", "p", "q", "z", "os"}

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from migrate import Options
+from migrate import DdpOptions, DeepSpeedOptions
 from migrate.api import migrate_source
 from migrate.records import FileResult
 
@@ -92,7 +92,7 @@ BOTH_WAYS = 'getattr(self.online_net, "module", self.online_net)'
 
 
 def deepspeed(source: str, zero: int = 2) -> FileResult:
-    result = migrate_source(source, "deepspeed", Options(zero=zero), path="agent.py")
+    result = migrate_source(source, "deepspeed", DeepSpeedOptions(zero=zero), path="agent.py")
     assert not result.error and not result.skipped, result.findings
     return result
 
@@ -135,7 +135,7 @@ def test_without_an_early_call_the_method_keeps_module() -> None:
 
 def test_ddp_wraps_before_the_early_call_and_keeps_module() -> None:
     """DDP wraps the model where it is built, before the calls: `.module` is right there."""
-    result = migrate_source(AGENT, "ddp", Options(), path="agent.py")
+    result = migrate_source(AGENT, "ddp", DdpOptions(), path="agent.py")
     assert "self.online_net.module.state_dict()" in method(result.new, "sync_target")
     assert "getattr(" not in result.new
 
@@ -165,7 +165,7 @@ def test_the_converted_agent_starts_and_trains_under_deepspeed(tmp_path: Path) -
     from tests.equivalence.harness import launch_deepspeed
 
     script = tmp_path / "agent.py"
-    result = migrate_source(AGENT, "deepspeed", Options(zero=2), path=str(script))
+    result = migrate_source(AGENT, "deepspeed", DeepSpeedOptions(zero=2), path=str(script))
     script.write_text(result.new)
     for artifact in result.artifacts:
         Path(artifact.path).write_text(artifact.text)
@@ -224,7 +224,7 @@ def map_location_of(text: str) -> str:
 
 
 def test_a_load_to_gpu_0_maps_to_this_rank_s_gpu_never_to_an_index() -> None:
-    new = migrate_source(GAN, "ddp", Options(), path="train.py").new
+    new = migrate_source(GAN, "ddp", DdpOptions(), path="train.py").new
     # the class's index is kept for `.to(...)`, which takes one
     assert ".to(self.cuda_index)" in new
     location = map_location_of(new)
@@ -237,7 +237,7 @@ def test_a_load_to_gpu_0_maps_to_this_rank_s_gpu_never_to_an_index() -> None:
 
 
 def test_a_load_to_gpu_0_under_deepspeed_maps_to_this_rank_s_gpu_too() -> None:
-    new = migrate_source(GAN, "deepspeed", Options(), path="train.py").new
+    new = migrate_source(GAN, "deepspeed", DeepSpeedOptions(), path="train.py").new
     assert "cuda_index" not in map_location_of(new)
 
 
@@ -292,14 +292,14 @@ if __name__ == "__main__":
 
 
 def test_cuda_inside_an_is_available_branch_is_left_as_it_is() -> None:
-    new = migrate_source(FLAGGED, "ddp", Options(), path="train.py").new
+    new = migrate_source(FLAGGED, "ddp", DdpOptions(), path="train.py").new
     assert "        args.device = torch.device('cuda')\n" in new
     assert "torch.device(\"cuda\" if torch.cuda.is_available() else \"cpu\")" not in new
 
 
 def test_cuda_outside_such_a_branch_still_gets_its_cpu_fallback() -> None:
     source = FLAGGED.replace("if torch.cuda.is_available() and not args.disable_cuda:", "if not args.disable_cuda:")
-    new = migrate_source(source, "ddp", Options(), path="train.py").new
+    new = migrate_source(source, "ddp", DdpOptions(), path="train.py").new
     assert 'args.device = torch.device("cuda" if torch.cuda.is_available() else "cpu")' in new
 
 

@@ -21,7 +21,8 @@ import pytest
 
 from migrate import api
 from migrate.cli import Output, _report_requested, run
-from migrate.records import Artifact, FileResult, Finding, Options, Severity
+from migrate import DdpOptions
+from migrate.records import Artifact, FileResult, Finding, Severity
 from migrate.review.github_review import review
 from migrate.targets import targets
 
@@ -120,7 +121,7 @@ def converted() -> dict[tuple[str, str], FileResult]:
     here = os.getcwd()
     os.chdir(ROOT)
     try:
-        results = {(sample, target): api.migrate_file(sample, target, Options()) for sample in SAMPLES for target in TARGETS}
+        results = {(sample, target): api.migrate_file(sample, target) for sample in SAMPLES for target in TARGETS}
     finally:
         os.chdir(here)
     assert all(isinstance(r, FileResult) for r in results.values())
@@ -242,12 +243,12 @@ def test_report_out_writes_the_report_and_keeps_stderr_clear(tmp_path: Path, mon
                                                               capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "bad.py").write_text("def broken(:\n")
     monkeypatch.chdir(tmp_path)
-    status = run("ddp", ["bad.py"], Options(), write=False, check=False, report="json", report_out="out/report.json")
+    status = run("ddp", ["bad.py"], DdpOptions(), write=False, check=False, report="json", report_out="out/report.json")
     assert status == 2 and capsys.readouterr().err == ""
     entries = json.loads((tmp_path / "out" / "report.json").read_text())
     assert validate(entries, REPORT_SCHEMA, REPORT_SCHEMA) == []
     assert [(e["path"], e["code"]) for e in entries] == [("bad.py", "MIG900")]
-    status = run("ddp", ["bad.py"], Options(), write=False, check=False, report="sarif", report_out="out/report.json")
+    status = run("ddp", ["bad.py"], DdpOptions(), write=False, check=False, report="sarif", report_out="out/report.json")
     log = json.loads((tmp_path / "out" / "report.json").read_text())
     assert validate(log, SARIF_SCHEMA, SARIF_SCHEMA) == [] and log["runs"][0]["results"][0]["level"] == "error"
 
@@ -258,7 +259,7 @@ def test_report_out_refuses_a_script_a_generated_file_or_a_folder(tmp_path: Path
     source = (ROOT / "samples" / "mlp_regression" / "train.py").read_text()
     (tmp_path / "train.py").write_text(source)
     monkeypatch.chdir(tmp_path)
-    status = run("ddp", ["train.py"], Options(), write=True, check=False, report="sarif", report_out=where)
+    status = run("ddp", ["train.py"], DdpOptions(), write=True, check=False, report="sarif", report_out=where)
     assert status == 2
     assert f"{where}: --report-out names a" in capsys.readouterr().err
     assert (tmp_path / "train.py").read_text() == source and not (tmp_path / "run_train_ddp.sh").exists()

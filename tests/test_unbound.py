@@ -92,3 +92,13 @@ def test_migrate_source_refuses_a_rewrite_that_reads_a_name_before_it_is_bound(m
 def test_a_walrus_binds_its_name_for_what_comes_after_it_in_the_same_statement() -> None:
     assert names("", "f = print\nf((d := 1), key=d)\n") == []
     assert names("", "f = print\nf(d, (d := 1))\n") == ["d"]
+
+
+def test_module_level_names_are_the_names_a_file_binds_by_name_at_module_level() -> None:
+    from migrate.unbound import module_level_names
+
+    text = ("import os.path\nfrom a import b as c\nfrom d import *\ndef f():\n    inner = 1\nclass K:\n    attr = 2\n"
+            "x = 1\nos.environ['k'] = v\ntry:\n    import yaml\nexcept ImportError as error:\n    yaml = None\n"
+            "for i in range(2):\n    pass\nwith open('f') as handle:\n    pass\n")
+    assert module_level_names(text) == {"os", "c", "f", "K", "x", "yaml", "error", "i", "handle"}
+    assert module_level_names("def (:\n") == set()

@@ -401,21 +401,21 @@ def test_the_library_checks_whole_host_names(host: str) -> None:
     and a `$`-anchored pattern would let a trailing newline through to horovodrun's -H."""
     from migrate.launch import LaunchPlan, problems as launch_problems
     from migrate.launch_command import launchable
-    from migrate.records import Options
+    from migrate import DeepSpeedOptions, HorovodOptions
     from migrate.options import problems as option_problems
     from migrate.targets import targets
 
-    for target in ("deepspeed", "horovod"):
-        [problem] = option_problems(targets()[target], Options(hosts=(host,)))
+    for target, options in (("deepspeed", DeepSpeedOptions(hosts=(host,))), ("horovod", HorovodOptions(hosts=(host,)))):
+        [problem] = option_problems(targets()[target], options)
         assert problem.flag == "--hosts"
         assert [p.flag for p in launch_problems(LaunchPlan(target=target, launcher=launchable()[target], script="train.py", hosts=(host,)))] == ["--hosts"]
 
 
 @pytest.mark.parametrize("path", ["/nvme\0", "/nvme\n/x", "", "/nvme/\udcff"])
 def test_an_nvme_folder_no_file_system_can_name_is_refused(path: str) -> None:
-    from migrate.records import Options
+    from migrate import DeepSpeedOptions
     from migrate.options import problems as option_problems
     from migrate.targets import targets
 
-    [problem] = option_problems(targets()["deepspeed"], Options(offload_optimizer="nvme", nvme_path=path))
+    [problem] = option_problems(targets()["deepspeed"], DeepSpeedOptions(offload_optimizer="nvme", nvme_path=path))
     assert problem.flag == "--nvme-path"

@@ -18,7 +18,8 @@ import pytest
 
 from migrate import api, writing
 from migrate.cli import run
-from migrate.records import FileResult, InputError, Options
+from migrate import DdpOptions
+from migrate.records import FileResult, InputError
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "tests" / "cases" / "main_function" / "input.py"
@@ -59,7 +60,7 @@ def failing_on(call: int, original: Callable[..., object], error: OSError,
 
 
 def write_run(capfd: pytest.CaptureFixture[str], *paths: str) -> tuple[int, str]:
-    status = run("ddp", list(paths), Options(), write=True, check=False, report="text")
+    status = run("ddp", list(paths), DdpOptions(), write=True, check=False, report="text")
     return status, capfd.readouterr().err
 
 
@@ -237,10 +238,10 @@ def test_setuid_and_setgid_bits_survive_the_write(project: Path, capfd: pytest.C
 
 def test_check_reports_what_write_would_refuse(project: Path, capfd: pytest.CaptureFixture[str]) -> None:
     (project / "run_b_ddp.sh").write_text("#!/bin/sh\necho my own launcher\n")
-    status = run("ddp", ["a.py", "b.py"], Options(), write=False, check=True, report="text")
+    status = run("ddp", ["a.py", "b.py"], DdpOptions(), write=False, check=True, report="text")
     captured = capfd.readouterr()
     assert status == 3  # files to change (1) and a refusal (2)
     assert captured.out.splitlines() == ["a.py", "b.py"]
     assert "run_b_ddp.sh: --write would refuse: exists and differs from the file generated for b.py" in captured.err
-    clean = run("ddp", ["a.py"], Options(), write=False, check=True, report="text")
+    clean = run("ddp", ["a.py"], DdpOptions(), write=False, check=True, report="text")
     assert clean == 1 and "--write would refuse" not in capfd.readouterr().err

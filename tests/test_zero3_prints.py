@@ -4,7 +4,7 @@ through a moved alias (`m = model.to(device)`). A print of one must be computed 
 
 from __future__ import annotations
 
-from migrate import Options, migrate_source
+from migrate import DeepSpeedOptions, migrate_source
 
 SCRIPT = '''\
 import torch
@@ -41,7 +41,7 @@ print(m.generate(torch.zeros(1, 1, dtype=torch.long, device=device), 5)[0].tolis
 
 
 def converted(zero: int) -> str:
-    result = migrate_source(SCRIPT, "deepspeed", Options(zero=zero), path="train.py")
+    result = migrate_source(SCRIPT, "deepspeed", DeepSpeedOptions(zero=zero), path="train.py")
     assert not result.error and result.new != SCRIPT
     return result.new
 

@@ -23,12 +23,13 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cache, cached_property
 
 import libcst as cst
 
-from migrate.project import is_entry_point, project_graph, runs_when_started
+from migrate.project import Graph, is_entry_point, project_graph, runs_when_started, top_level_names
 from migrate.project_files import ReadModule
 
 SENTINEL = "pass\n"
@@ -116,13 +117,21 @@ class Program:
         return {id(stmt): part for part in self.modules for stmt in part.module.body}
 
 
-def join(script_path: str, script_text: str, read: ReadModule, step_elsewhere: bool = True) -> Program | None:
+def project_walk(script_path: str, script_text: str, read: ReadModule) -> Callable[[], Graph]:
+    """The script's project graph as `join` reads it (migrate.project, JOIN_DEPTH imports deep): walked
+    on the first call, the same graph after, for whatever else asks about the same conversion (MIG002)."""
+    return cache(lambda: project_graph(script_path, read, script_text, depth=JOIN_DEPTH))
+
+
+def join(script_path: str, script_text: str, read: ReadModule, step_elsewhere: bool = True,
+         walk: Callable[[], Graph] | None = None) -> Program | None:
     """The program of the script and the library modules of its project it imports (at most
     JOIN_DEPTH imports away), or None when no module can join. `step_elsewhere`: only when one of
-    them runs a backward (the script has none); else when one of them writes, saves or downloads."""
+    them runs a backward (the script has none); else when one of them writes, saves or downloads.
+    `walk`: the caller's project_walk of the script, when it shares the graph."""
     if not runs_when_started(script_text):
         return None  # a library module alone: its conversion is refused (MIG119), never joined
-    graph = project_graph(script_path, read, script_text, depth=JOIN_DEPTH)
+    graph = (walk or project_walk(script_path, script_text, read))()
     dotted = {link.module: link.dotted for link in graph.links}
     candidates: list[tuple[str, str, str]] = []
     for path in graph.modules()[:MAX_PARTS]:
@@ -209,20 +218,12 @@ def _is_sentinel(stmt: cst.BaseStatement | None) -> bool:
 
 
 def _top_names(text: str) -> set[str] | None:
-    """The names a file binds at its top level other than by an import (defs, classes,
-    assignments); None when it cannot be parsed."""
+    """The names a file binds at its top level other than by an import, every one it may clash on
+    (project.top_level_names); None when it cannot be parsed."""
     import ast
 
     try:
         tree = ast.parse(text)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
-    names: set[str] = set()
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names.add(node.name)
-        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            for target in targets:
-                names.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
-    return names
+    return top_level_names(tree, every_target=True)

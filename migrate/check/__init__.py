@@ -4,9 +4,9 @@ and DC801 repaired in the text, written through migrate.writing): it reads each 
 (migrate.sources), indexes it (migrate.analysis.index) and runs every rule of the table in
 migrate.check.rules over it. Each finding is a `Violation` with a stable `DCnnn` code of its own
 family (the MIG codes mean conversion findings). runner.py reads the files and filters the codes;
-facts.py, guards.py and processes.py hold what several rules share (the frameworks a script calls,
-the names its wrappers are bound to, which statements run on rank 0 only, which run on no rank: in
-the process that spawns the ranks, or in a function nothing calls); rules_*.py hold the rules (rules_nccl.py:
+facts.py and processes.py hold what several rules share (the frameworks a script calls, the names
+its wrappers are bound to, which statements run on no rank: in the process that spawns the ranks, or
+in a function nothing calls; which run on rank 0 only is migrate.analysis.guards'); rules_*.py hold the rules (rules_nccl.py:
 NCCL asked for CPU tensors, DC802).
 """
 

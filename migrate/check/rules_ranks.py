@@ -5,7 +5,7 @@ file opened for writing only to empty it, `with open(log, "w"): pass`, is told a
 collective that only rank 0 reaches (DC501: the others never join it, and the job hangs; not the forward of a DDP model
 under `torch.no_grad()`: it starts no gradient reduction, and the one broadcast of buffers it may
 make takes the place of the one rank 0's next training forward then skips). Which statements run
-on rank 0 only is migrate.check.guards'."""
+on rank 0 only is migrate.analysis.guards'."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from migrate.analysis.gradients import NO_GRAD, SET_GRAD_ENABLED
 from migrate.analysis.index import CallSite, Scope, reachable, spell
 from migrate.analysis.training import callee_scope
 from migrate.check.facts import DDP_WRAPPERS, FSDP1_WRAPPERS, Hit, Script, argument, is_literal
-from migrate.check.guards import RANK_TEXT, called_on_rank_zero_only, on_rank_zero
+from migrate.analysis.guards import RANK_TEXT, called_on_rank_zero_only, on_rank_zero
 from migrate.check.processes import in_launcher, never_called
 
 LOG_LEVELS = ("debug", "info", "warning", "warn")
@@ -51,7 +51,7 @@ def output_on_every_rank(script: Script) -> Iterator[Hit]:
 
 def _not_per_rank(script: Script, call: CallSite) -> bool:
     """The call runs on rank 0 only, in the process that spawns the ranks, or never."""
-    return on_rank_zero(script, call.place.stmt, call.node) or in_launcher(script, call.place.stmt) or \
+    return on_rank_zero(script.index, call.place.stmt, call.node) or in_launcher(script, call.place.stmt) or \
         never_called(script, call.place.scope)
 
 
@@ -65,7 +65,7 @@ def _logs(script: Script) -> list[CallSite]:
     loggers = {b.target for b in script.index.bindings if isinstance(b.value, cst.Call)
                and (script.index.qualify(b.value.func) or "") == "logging.getLogger"}
     setups = [c for c, n in script.named_calls if n.startswith("logging.") or n.rsplit(".", 1)[-1] in ("setLevel", "addHandler")]
-    if any(RANK_TEXT.search(script.text(c.place.stmt)) or on_rank_zero(script, c.place.stmt) for c in setups):
+    if any(RANK_TEXT.search(script.text(c.place.stmt)) or on_rank_zero(script.index, c.place.stmt) for c in setups):
         return []
     found = []
     for call, name in script.named_calls:
@@ -132,10 +132,10 @@ def collective_on_rank_zero(script: Script) -> Iterator[Hit]:
         what = direct.get(id(call.node))
         if what is None:
             callee = callee_scope(script.index, call)
-            if callee is None or callee.name not in running or called_on_rank_zero_only(script, callee):
+            if callee is None or callee.name not in running or called_on_rank_zero_only(script.index, callee):
                 continue  # a function only rank 0 calls: the collective inside it is the finding
             what = f"`{callee.name.rsplit('.', 1)[-1]}()`, which runs a collective"
-        if on_rank_zero(script, call.place.stmt, call.node):
+        if on_rank_zero(script.index, call.place.stmt, call.node):
             yield Hit(call.node, f"{what} under a rank-0 guard: every rank must join it, the others never do, "
                       "and the job hangs; run it on every rank and guard only the printing or saving after it")
 

@@ -19,11 +19,12 @@ from migrate.analysis.positions import Positions
 from migrate.analysis.program import Program
 from migrate.analysis.sites import ModelSite, TrainingSites
 from migrate.findings import finding
-from migrate.records import Finding, Options
+from migrate.records import Finding
 from migrate.project_files import ReadModule, read_nothing
 from migrate.rewrite import EditPlan
 from migrate.runtime import Runtime
 from migrate.steps.imports import ImportNames, import_names
+from migrate.target_options import Options
 
 Record = TypeVar("Record")
 
@@ -139,8 +140,26 @@ class Context:
     def barrier(self) -> str:
         return self.spell(self.distributed.barrier)
 
-    def rank_zero_test(self) -> str:
-        return f"{self.rank()} == 0"
+    def rank_zero_test(self, in_module: bool = False, other_ranks: bool = False) -> str:
+        """The test true on rank 0 only (`dist.get_rank() == 0`); with `other_ranks`, the one true on
+        every other rank (`dist.get_rank() != 0`). `in_module`: as a module of the project spells it
+        (see modules_test_launcher_rank), where that differs from the script's."""
+        if in_module and self.modules_test_launcher_rank():
+            return self.launcher_rank_test(other_ranks)
+        return f"{self.rank()} {'!=' if other_ranks else '=='} 0"
+
+    def modules_test_launcher_rank(self) -> bool:
+        """Whether a module of the project tests the rank by the launcher's RANK instead of the script's
+        test: one true without a process group, so the module stays right for a caller that runs it as
+        one process, and in a DataLoader worker started by spawn, where no process group exists. Where
+        the launcher sets RANK (torchrun, the deepspeed launcher); Horovod's modules keep its own test
+        (horovodrun over MPI sets no HOROVOD_RANK)."""
+        return self.runtime is not None and self.runtime.rank_variable == "RANK"
+
+    def launcher_rank_test(self, other_ranks: bool = False) -> str:
+        """`os.environ.get("RANK", "0") == "0"` (with `other_ranks`, `!= "0"`): the rank test that reads
+        what the launcher set, true where no process group exists yet (import time) or any more."""
+        return f'{self.launcher_variable(self.distributed.rank_variable)} {"!=" if other_ranks else "=="} "0"'
 
     def launcher_variable(self, variable: str, default: str = "0") -> str:
         """`os.environ.get("RANK", "0")`: what the launcher set, readable without a process group."""

@@ -16,6 +16,7 @@ import libcst as cst
 
 from migrate.steps.base import Context, expression, with_keyword
 from migrate.steps.deepspeed_engine import EngineConfig
+from migrate.target_options import DeepSpeedOptions
 
 ADAMW_MODE = {"torch.optim.Adam": False, "torch.optim.AdamW": True}
 CPU_ADAM_KEYWORDS = frozenset({"params", "lr", "betas", "eps", "weight_decay", "amsgrad"})
@@ -30,7 +31,7 @@ class TorchOptimizerOnCpu:
 
 
 def cpu_optimizer(ctx: Context) -> None:
-    if ctx.options.offload_optimizer == "none" or EngineConfig not in ctx.records:
+    if DeepSpeedOptions.of(ctx.options).offload_optimizer == "none" or EngineConfig not in ctx.records:
         return
     config = ctx.recorded(EngineConfig)
     for engine in config.engines or (config.engine,):
@@ -49,10 +50,11 @@ def _offloaded(ctx: Context, optimizer: str) -> None:
         _swap(ctx, call, qualified)
         return
     ctx.record(TorchOptimizerOnCpu(qualified))
+    offload = DeepSpeedOptions.of(ctx.options).offload_optimizer
     why = (f" (it is given {', '.join(unsupported)}, which DeepSpeedCPUAdam does not take)"
            if qualified in ADAMW_MODE and unsupported else "")
     ctx.report("MIG004", f"`{optimizer}` ({qualified}) keeps torch's class while --offload-optimizer "
-               f"{ctx.options.offload_optimizer} steps it on the CPU{why}: ds_config.json sets "
+               f"{offload} steps it on the CPU{why}: ds_config.json sets "
                "zero_force_ds_cpu_optimizer to false so DeepSpeed accepts it, and each step is slower than with "
                "DeepSpeed's CPU optimizers (deepspeed.ops.adam.DeepSpeedCPUAdam for Adam/AdamW)", call)
 
@@ -80,7 +82,8 @@ def _swap(ctx: Context, call: cst.Call, qualified: str) -> None:
 
     ctx.plan.replace(call, rewrite)
     name = qualified.rsplit(".", 1)[-1]
+    offload = DeepSpeedOptions.of(ctx.options).offload_optimizer
     default = f" and AdamW's default weight_decay={ADAMW_DEFAULT_DECAY} written out" if adamw and "weight_decay" not in keywords else ""
     ctx.report("MIG004", f"{name} becomes DeepSpeedCPUAdam (adamw_mode={adamw}{default}): --offload-optimizer "
-               f"{ctx.options.offload_optimizer} steps the optimizer on the CPU, where DeepSpeed accepts only its own "
+               f"{offload} steps the optimizer on the CPU, where DeepSpeed accepts only its own "
                "CPU optimizers (torch's step there is several times slower)", call)

@@ -58,6 +58,7 @@ from migrate.steps.epoch_figures import CURRENT_GPU_OR_CPU, reduce_epoch_figures
 from migrate.steps.gathers import outside_open_files, report_gather_on_some_ranks
 from migrate.steps.wrap_model import remove_data_parallel, unwrap_later_uses
 from migrate.steps.deepspeed_names import CONFIG_NAME, DEEPSPEED_ON_CPU
+from migrate.target_options import DeepSpeedOptions
 
 
 @dataclasses.dataclass(frozen=True)
@@ -323,7 +324,7 @@ def _engine_sites(ctx: Context) -> tuple[ModelOrdering, ...] | None:
 
 def _config_path_code(ctx: Context) -> str:
     os_name = ctx.module_name("os")
-    name = ctx.options.config_out or CONFIG_NAME
+    name = DeepSpeedOptions.of(ctx.options).config_out or CONFIG_NAME
     if os.path.isabs(name):
         return python_string(name)
     return f"{os_name}.path.join({os_name}.path.dirname({os_name}.path.abspath(__file__)), {python_string(name)})"
@@ -556,7 +557,7 @@ AUTOCAST_SWITCH = '"torch_autocast"]["enabled"'
 def _precision(ctx: Context, side: OptimizerSide) -> tuple[str, cst.BaseExpression | None]:
     """The precision to ask DeepSpeed for ("fp16", "bf16", "fp32"), and the script's own on/off
     switch for it: the GradScaler's `enabled=`, else that of an autocast block of that precision."""
-    chosen = ctx.options.precision
+    chosen = DeepSpeedOptions.of(ctx.options).precision
     precision = chosen if chosen != "auto" else _script_precision(side)
     calls = [b.value for b in side.scaler_bindings]
     calls += [block.items[0].item for block in side.autocast_blocks if autocast_precision(block) == precision]
@@ -648,7 +649,8 @@ def _gather_state_dicts(ctx: Context, site: ModelSite, through_engine: bool) -> 
         )
         anchor = outside_open_files(ctx, read.stmt)
         # the gather is a collective only at ZeRO-3 (below it GatheredParameters does nothing)
-        if report_gather_on_some_ranks(ctx, anchor, site, "ZeRO-3", refuse=ctx.options.zero == 3) and ctx.options.zero == 3:
+        zero3 = DeepSpeedOptions.of(ctx.options).zero == 3
+        if report_gather_on_some_ranks(ctx, anchor, site, "ZeRO-3", refuse=zero3) and zero3:
             ctx.refused = True  # the ranks that skip the gather would leave the others waiting
         ctx.plan.insert_before(anchor, gather[:-1])
         ctx.plan.insert_above(anchor, gather[-1])
@@ -660,12 +662,13 @@ def _refuse_optimizer_state(ctx: Context, engine: ModelOrdering) -> None:
     `optimizer.state_dict()` holds only its own shard (the others' are lost), and the ZeRO
     optimizer's `load_state_dict` takes one such state per rank, so it fails on a saved dict. The
     file is left unchanged (MIG118): the engine's own checkpoints are the way."""
-    if ctx.options.zero == 0:
+    zero = DeepSpeedOptions.of(ctx.options).zero
+    if zero == 0:
         return  # stage 0 keeps the torch optimizer itself
     for use in ctx.index.attributes:
         if use.owner == engine.optimizer and use.node.attr.value in ("state_dict", "load_state_dict") and use.called:
             ctx.report("MIG118", f"`{engine.optimizer}.{use.node.attr.value}()` is this rank's shard of the optimizer state "
-                       f"under ZeRO stage {ctx.options.zero}: a checkpoint saved on rank 0 loses the other ranks' shards, "
+                       f"under ZeRO stage {zero}: a checkpoint saved on rank 0 loses the other ranks' shards, "
                        "and the ZeRO optimizer's load_state_dict fails on it; save and resume with "
                        "engine.save_checkpoint(dir, client_state={...}) / engine.load_checkpoint(dir) on every rank "
                        "(or convert with --zero 0); the file is left unchanged", use.node)

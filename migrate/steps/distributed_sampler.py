@@ -35,6 +35,7 @@ from migrate.analysis.training import callers_of
 from migrate.steps.base import Context, expression, statement, with_keyword
 from migrate.steps.per_rank_seed import per_rank_seed
 from migrate.steps.per_rank_sources import per_rank_sampler
+from migrate.target_options import keeps_global_batch
 
 SHARD_BY_HAND = "give each rank its own shard by hand, e.g. indices[{rank}::{world}]"
 
@@ -175,7 +176,7 @@ def _shard(ctx: Context, site: LoaderSite) -> bool | None:
                 args.append(_sampler_arg(args, new_sampler))
                 placed = True
             is_batch = keyword == "batch_size" or (keyword is None and not arg.star and position == 1)
-            if is_batch and ctx.options.keep_global_batch:
+            if is_batch and keeps_global_batch(ctx.options):
                 arg = arg.with_changes(value=expression(_per_rank_batch(ctx.code(arg.value), arg.value, world)))
             args.append(arg)
         rewritten = updated.with_changes(args=args)

@@ -65,6 +65,7 @@ from migrate.rewrite import small_statement_holding
 from migrate.steps.base import Context, comment_lines, expression, statement, statements
 from migrate.steps.deepspeed_engine import EngineConfig, autocast_precision
 from migrate.steps.engine_crossings import backward_engines, cross_engine_calls
+from migrate.target_options import DeepSpeedOptions
 
 # calls a boundary test may make twice (once more before the backward) without changing anything
 PURE_CALLS = frozenset({"len", "int", "float", "min", "max", "abs", "round"})
@@ -302,12 +303,13 @@ def _under_accumulation_test(ctx: Context, stmt: cst.BaseStatement) -> bool:
 
 def _report_fp16_under_zero(ctx: Context, config: EngineConfig) -> None:
     """MIG126 for float16 under ZeRO 1-3, whose GradScaler DeepSpeed 0.19.8 mishandles."""
-    if config.precision != "fp16" or ctx.options.zero == 0:
+    zero = DeepSpeedOptions.of(ctx.options).zero
+    if config.precision != "fp16" or zero == 0:
         return
     side = config.engine.side
     node = side.scaler_bindings[0].node if side.scaler_bindings else config.engine.anchor
     ctx.report("MIG126", "float16 runs under DeepSpeed's torch_autocast with its own GradScaler, which DeepSpeed 0.19.8 "
-               f"mishandles at ZeRO stage {ctx.options.zero}: a step that overflows does not lower the scale, so every "
+               f"mishandles at ZeRO stage {zero}: a step that overflows does not lower the scale, so every "
                "later step is skipped too (the loss stops moving), and clipping sees the scaled gradients; "
                "train with --zero 0, or --bf16 where the GPUs have bfloat16", node)
 

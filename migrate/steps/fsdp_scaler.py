@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from migrate.analysis.optimizers import SCALERS
 from migrate.steps.base import Context, expression
+from migrate.target_options import FsdpOptions
 
 SHARDED = "torch.distributed.fsdp.sharded_grad_scaler"
 # positional parameters of each scaler, so positional arguments can be passed by name to the other
@@ -30,7 +31,7 @@ def fsdp_scaler(ctx: Context) -> None:
         ctx.plan.replace_with(call.node, expression(f"{sharded}({', '.join(a.rstrip(', ') for a in args)})"))
         ctx.report("MIG304", f"`{ctx.code(call.node.func)}` becomes ShardedGradScaler: each rank sees only its shard of "
                    "the gradients, and the sharded scaler agrees across ranks on whether a step overflowed", call.node)
-    if ctx.options.mixed_precision == "fp16" and not scalers and ctx.sites.models:
+    if FsdpOptions.of(ctx.options).mixed_precision == "fp16" and not scalers and ctx.sites.models:
         ctx.report("MIG304", "--mixed-precision fp16 computes in float16 and the script scales no loss: small gradients "
                    "underflow to zero; add a ShardedGradScaler around backward and the optimizer step, or choose "
                    "--mixed-precision bf16", ctx.sites.models[0].wrap_before or ctx.sites.models[0].wrap_after)

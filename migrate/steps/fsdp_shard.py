@@ -45,6 +45,7 @@ from migrate.analysis.trained import calls_of, optimizer_owners
 from migrate.analysis.upstream import kwargs_key, unmoved, upstream
 from migrate.steps.base import WRAPPER_SAFE, Context, statements
 from migrate.steps.wrap_model import remove_data_parallel, report_unwrapped_model, without_module
+from migrate.target_options import FsdpOptions
 
 FSDP = "torch.distributed.fsdp"
 # what an nn.Module answers itself after fully_shard, besides forward: no registration needed
@@ -69,7 +70,7 @@ def fsdp_shard(ctx: Context) -> None:
 
 def shard(ctx: Context, site: ModelSite) -> None:
     """The fully_shard calls for one model: where DDP would wrap it, or above its optimizer."""
-    _below_its_casts(ctx, site, model_blocks(ctx.index, site, ctx.path, ctx.options.shard, ctx.read_module))
+    _below_its_casts(ctx, site, model_blocks(ctx.index, site, ctx.path, FsdpOptions.of(ctx.options).shard, ctx.read_module))
     moved, model = _above_its_optimizer(ctx, site)
     if moved is None and not ctx.refused:
         _refuse_handed_optimizer(ctx, site)
@@ -81,7 +82,7 @@ def shard(ctx: Context, site: ModelSite) -> None:
                    "file is left unchanged", moved)
         ctx.refused = True
         return
-    blocks = model_blocks(ctx.index, site, ctx.path, ctx.options.shard, ctx.read_module)
+    blocks = model_blocks(ctx.index, site, ctx.path, FsdpOptions.of(ctx.options).shard, ctx.read_module)
     methods, parts = _called_outside_forward(ctx, site, blocks)
     if ctx.refused:
         return
@@ -356,14 +357,15 @@ def _shard_code(ctx: Context, site: ModelSite, model: str, blocks: Blocks, moved
 def _settings(ctx: Context, site: ModelSite) -> list[tuple[str, str]]:
     """fully_shard's keyword arguments: the mesh of a model kept on the CPU, and the policies
     --mixed-precision and --cpu-offload ask for."""
+    options = FsdpOptions.of(ctx.options)
     entries: list[tuple[str, str]] = []
     if not _placed(ctx, site):
         entries.append(("mesh", "device_mesh"))  # made by _shard_code
-    if ctx.options.mixed_precision != "none":
+    if options.mixed_precision != "none":
         policy = ctx.imported(FSDP, "MixedPrecisionPolicy")
-        dtype = {"bf16": "bfloat16", "fp16": "float16"}[ctx.options.mixed_precision]
+        dtype = {"bf16": "bfloat16", "fp16": "float16"}[options.mixed_precision]
         entries.append(("mp_policy", f"{policy}(param_dtype={ctx.torch}.{dtype}, reduce_dtype={ctx.torch}.float32)"))
-    if ctx.options.cpu_offload:
+    if options.cpu_offload:
         policy = ctx.imported(FSDP, "CPUOffloadPolicy")
         # pinned memory needs a GPU: without one the policy fails to build
         entries.append(("offload_policy", f"{policy}(pin_memory={ctx.torch}.cuda.is_available())"))
@@ -412,7 +414,7 @@ def _report_sharding(ctx: Context, site: ModelSite, blocks: Blocks) -> None:
     where = site.wrap_before or site.wrap_after
     if blocks.classes:
         names = ", ".join(f"`{each.name}`" for each in blocks.classes)
-        how = "named by --shard" if ctx.options.shard else "the repeated blocks found"
+        how = "named by --shard" if FsdpOptions.of(ctx.options).shard else "the repeated blocks found"
         unseen = [f"`{each.name}`" for each in blocks.classes if each.by_name]
         if unseen:
             how += f"; {', '.join(unseen)} matched by class name: this run cannot see where it is defined"

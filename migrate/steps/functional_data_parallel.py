@@ -12,6 +12,7 @@ import libcst as cst
 from migrate.analysis.models import data_parallel_module
 from migrate.analysis.syntax import argument
 from migrate.steps.base import Context, expression
+from migrate.target_options import keeps_global_batch
 
 
 def functional_data_parallel(ctx: Context) -> None:
@@ -34,7 +35,7 @@ def _plain_calls(ctx: Context, keep_global_batch_option: bool) -> None:
         ctx.plan.replace_with(call.node, direct)
         batch = "; each process now takes a whole batch where data_parallel split one across the GPUs"
         if keep_global_batch_option:
-            batch = "" if ctx.options.keep_global_batch else batch + " (--keep-global-batch keeps the global batch)"
+            batch = "" if keeps_global_batch(ctx.options) else batch + " (--keep-global-batch keeps the global batch)"
         ctx.report("MIG003", f"`{ctx.code(call.node)}` now runs `{ctx.code(direct)}`: each process drives its own GPU "
                    "under the launcher, and data_parallel would spread every process's batch over all the GPUs it "
                    f"lists{batch}", call.node)

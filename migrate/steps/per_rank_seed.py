@@ -30,6 +30,7 @@ from migrate.analysis.syntax import contains
 from migrate.analysis.training import callers_of
 from migrate.steps.base import Context, statements
 from migrate.steps.per_rank_sources import per_rank_columns, per_rank_environments
+from migrate.target_options import keeps_global_batch
 
 # the finding for "reseeded per rank" (a note); a code of its own is proposed (see the report)
 RESEEDED = "MIG008"
@@ -160,7 +161,7 @@ def _reseed(ctx: Context, anchor: cst.BaseStatement, calls: list[CallSite], draw
     message = (f"the training loop draws its batches with {drawn}: reseeded with the seed plus the rank before the loop "
                f"(line {ctx.position(anchor)[0]}), after the weights are made equal, so each rank draws its own batches "
                "and the global batch grows with the ranks, as with a DistributedSampler")
-    if ctx.options.keep_global_batch:
+    if keeps_global_batch(ctx.options):
         message += f"; --keep-global-batch: the size of each draw is not divided: divide the batch size by {ctx.world_size()} yourself"
     ctx.report(RESEEDED, message, anchor)
 

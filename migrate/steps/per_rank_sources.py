@@ -29,6 +29,7 @@ from migrate.analysis.loaders import seeded_sampler
 from migrate.analysis.per_rank_sources import EnvSeed, column_stream, environments
 from migrate.analysis.sites import LoaderSite
 from migrate.steps.base import Context, expression
+from migrate.target_options import keeps_global_batch
 
 RESEEDED = "MIG008"
 SIMPLE = (cst.Name, cst.Attribute, cst.Integer, cst.Call, cst.Subscript)
@@ -142,6 +143,6 @@ def _plus(ctx: Context, value: cst.BaseExpression, offset: str) -> str:
 
 
 def _keep_note(ctx: Context) -> str:
-    if not ctx.options.keep_global_batch:
+    if not keeps_global_batch(ctx.options):
         return ""
     return f"; --keep-global-batch: the batch is not divided: divide the batch size by {ctx.world_size()} yourself"

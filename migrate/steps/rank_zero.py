@@ -335,14 +335,16 @@ def may_guard(ctx: Context, stmt: cst.BaseStatement) -> bool:
 
 
 def under_rank_check(ctx: Context, stmt: cst.BaseStatement, itself: bool = False) -> bool:
-    """Whether an `if` around `stmt` (or `stmt` itself, with `itself`) already tests the rank."""
+    """Whether an `if` around `stmt` (or `stmt` itself, with `itself`) already tests the rank, either
+    way, by its text: looser than analysis.guards.on_rank_zero (what `migrate check` asks), kept so
+    that conversions stay as they are."""
     around = ctx.index.enclosing_statements(stmt)[0 if itself else 1:]
     return any(isinstance(a, cst.If) and any(w in ctx.code(a.test) for w in RANK_WORDS) for a in around)
 
 
 def launcher_rank_zero_test(ctx: Context) -> str:
     """The rank-0 test where no process group exists yet (import time) or any more: the launcher's RANK."""
-    return f'{ctx.launcher_variable(ctx.distributed.rank_variable)} == "0"'
+    return ctx.launcher_rank_test()
 
 
 def _may_be_collective(ctx: Context, node: cst.CSTNode) -> bool:
@@ -589,9 +591,7 @@ def _need(ctx: Context) -> str:
 def _disable_progress_bar(ctx: Context, call: CallSite) -> None:
     if not runs_in_process_group(ctx.index, ctx.sites.entry, call.place.stmt):
         return
-    test = f"{ctx.rank()} != 0"
-    if ctx.in_other_module(call.node) and ctx.distributed.rank_variable == "RANK":  # as a module's guards (issue 27)
-        test = f'{ctx.launcher_variable(ctx.distributed.rank_variable)} != "0"'
+    test = ctx.rank_zero_test(in_module=ctx.in_other_module(call.node), other_ranks=True)  # as a module's guards (issue 27)
 
     def add_disable(updated: cst.CSTNode) -> cst.CSTNode:
         assert isinstance(updated, cst.Call)

@@ -20,6 +20,7 @@ from migrate.analysis.syntax import argument
 from migrate.analysis.training import callee_scope
 from migrate.rewrite import with_fields
 from migrate.steps.base import Context, expression, statements
+from migrate.target_options import ProcessOptions
 
 # findings that say the training data is not split across the ranks
 UNSHARDED = ("MIG101", "MIG102", "MIG111")
@@ -35,20 +36,21 @@ DEFAULT_LR = {f"torch.optim.{name}": value for name, value in {
 
 def scale_lr(ctx: Context) -> None:
     """`--scale-lr` (off unless asked)."""
-    if ctx.options.scale_lr:
+    if ProcessOptions.of(ctx.options).scale_lr:
         scale_learning_rates(ctx)
 
 
 def scale_lr_unless_declined(ctx: Context) -> None:
     """Horovod's recipe: on unless `--no-scale-lr`, or `--keep-global-batch` keeps the global batch."""
+    options = ProcessOptions.of(ctx.options)
     unsharded = next((f for f in ctx.findings if f.code in UNSHARDED), None)
-    if ctx.options.scale_lr is None and not ctx.options.keep_global_batch and unsharded is not None and ctx.sites.optimizers:
+    if options.scale_lr is None and not options.keep_global_batch and unsharded is not None and ctx.sites.optimizers:
         ctx.report("MIG004", f"the learning rate is kept: the conversion did not shard the training data (line "
                    f"{unsharded.line}, {unsharded.code}), so it cannot tell whether the ranks' batches add up to a "
                    "larger global batch; once each rank reads its own share, multiply it by hvd.size() (Horovod's "
                    "recipe) or convert again with --scale-lr", ctx.sites.optimizers[0].node)
         return
-    if ctx.options.scale_lr or (ctx.options.scale_lr is None and not ctx.options.keep_global_batch):
+    if options.scale_lr or (options.scale_lr is None and not options.keep_global_batch):
         scaled = scale_learning_rates(ctx)
         # one finding for the first optimizer, and one for each other whose groups were scaled
         for each in [s for n, s in enumerate(scaled) if n == 0 or s.what != PLAIN]:

@@ -22,6 +22,7 @@ from migrate.analysis.index import ScriptIndex, descendants, read_names, spell
 from migrate.analysis.models import ONLY_FORWARD, aliases
 from migrate.analysis.trained import CannotFollow, HandedBack, caller_teardown, handed_back
 from migrate.steps.base import Context
+from migrate.target_options import zero_stage
 
 # FSDP2 (fully_shard keeps the class) gathers the weights around forward() and registered methods;
 # the conversion registers only methods called outside training
@@ -106,7 +107,7 @@ def _refuse_early_teardown(ctx: Context) -> None:
     Where it cannot go there, a gather of sharded weights (FSDP, ZeRO-3) would run without a
     process group; DDP's replicas are whole, and its `model.module` reads need none."""
     entry, wrapper = ctx.sites.entry, ctx.wrapper
-    shards = wrapper is not None and (not wrapper.through_module or wrapper.zero3_partitions and ctx.options.zero == 3)
+    shards = wrapper is not None and (not wrapper.through_module or wrapper.zero3_partitions and zero_stage(ctx.options) == 3)
     if ctx.runtime is None or not shards or entry is None or entry.scope.is_module:
         return
     models = {site.spelling for site in ctx.sites.models if site.scope is entry.scope}

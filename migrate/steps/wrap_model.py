@@ -40,6 +40,7 @@ from migrate.analysis.sites import ModelSite
 from migrate.analysis.syntax import calls_in
 from migrate.rewrite import small_statement_holding, with_fields
 from migrate.steps.base import WRAPPER_SAFE, Context, Wrapper, expression, statements  # Wrapper: for its importers
+from migrate.target_options import DdpOptions, keeps_global_batch
 
 STATE_DICT = frozenset({"state_dict", "load_state_dict"})
 
@@ -55,7 +56,7 @@ def ddp_wrap_code(ctx: Context, site: ModelSite) -> str:
     if sometimes is not None:  # DDP raises for a module without a parameter that requires a gradient
         code = (f"if any(p.requires_grad for p in {name}.parameters()):  # {sometimes.cls} makes its parameters only "
                 f"when `{sometimes.condition}`; DDP refuses a module without any\n    " + code)
-    if ctx.options.sync_batchnorm:
+    if isinstance(ctx.options, DdpOptions) and ctx.options.sync_batchnorm:
         code = (
             f"if next({name}.parameters()).is_cuda:  # SyncBatchNorm needs CUDA\n"
             f"    {name} = {ctx.torch}.nn.SyncBatchNorm.convert_sync_batchnorm({name})\n" + code
@@ -89,7 +90,7 @@ def wrap_models(ctx: Context) -> None:
             ctx.plan.insert_before(site.wrap_before, new)
         elif site.wrap_after is not None:
             ctx.plan.insert_after(site.wrap_after, new)
-        if ctx.options.sync_batchnorm:
+        if isinstance(ctx.options, DdpOptions) and ctx.options.sync_batchnorm:
             ctx.report("MIG107", "SyncBatchNorm conversion runs only when the model is on a GPU (it cannot run on the CPU)",
                        site.wrap_after or site.wrap_before)
         if not wrapper.through_module:
@@ -198,7 +199,7 @@ def remove_data_parallel(ctx: Context, site: ModelSite, loads: list[int] | None 
             _drop_emptied_else(ctx, stmt, site.data_parallel)
     # DataParallel split each batch across the GPUs; every process now gets a whole batch
     batch = ("; each process now takes a whole batch where DataParallel split one across the GPUs "
-             "(--keep-global-batch keeps the global batch)" if not ctx.options.keep_global_batch else "")
+             "(--keep-global-batch keeps the global batch)" if not keeps_global_batch(ctx.options) else "")
     batch += _dropped_helpers_said(ctx, handed) + _module_reads_said(ctx, site, reads)
     if loads:
         before = "now runs before the wrap, into" if ctx.wrapper is None or ctx.wrapper.through_module else "now loads into"

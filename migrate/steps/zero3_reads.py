@@ -31,6 +31,7 @@ from migrate.steps.base import Context, expression, statement
 from migrate.steps.deepspeed_engine import EngineConfig
 from migrate.steps.shared_files import every_rank_reaches
 from migrate.steps.wrap_model import lambda_shown, saved_module, state_lambda
+from migrate.target_options import DeepSpeedOptions
 
 PARAMETER_READS = frozenset({"parameters", "named_parameters"})
 NO_GRAD = ("torch.no_grad", "torch.inference_mode")
@@ -76,7 +77,7 @@ def _report_reads(ctx: Context, site: ModelSite, handled: set[cst.BaseStatement]
                        "initialize, inside forward(), or under `deepspeed.zero.GatheredParameters(...)`", use.node)
         elif attribute == "load_state_dict":
             reported.add(stmt)
-            crashes = ctx.options.zero == 3
+            crashes = DeepSpeedOptions.of(ctx.options).zero == 3
             ctx.report("MIG127", f"`{ctx.code(use.node)}(...)` loads weights after deepspeed.initialize: ZeRO-3 "
                        "refuses them (each parameter is a shard) and ZeRO-1/2 overwrite them with the optimizer's fp32 "
                        "copy at the next step; load before initialize, or use the engine's load_checkpoint"

@@ -1,8 +1,8 @@
 """What a target is. Everything that differs between DDP, DeepSpeed, DataParallel (and, later,
 FSDP and Horovod) is declared by the target, so a new target is one file plus its registry line:
 
-- its command: name, help, example, its own command-line options and the Options fields they
-  set (checked by migrate.options, for the CLI and the API alike);
+- its command: name, help, example, its own command-line options and the options class they
+  make (migrate.target_options; checked by migrate.options, for the CLI and the API alike);
 - the frameworks it recognises in a script and what it does about one it finds (`already`);
 - its conversion, imported on first use so the CLI starts without libcst: the runtime that spells
   rank, world size and setup (migrate.runtime), the model wrapper, the ordered steps, the files it
@@ -19,7 +19,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from migrate.records import Artifact, FileResult, InputError, Options, Severity
+from migrate.records import Artifact, FileResult, InputError, Severity
+from migrate.target_options import Options
 
 if TYPE_CHECKING:
     from migrate.launchers import Launcher
@@ -53,9 +54,9 @@ class Target:
     example: str  # one command line, shown under the help
     conversion: Callable[[], Conversion]
     # the command's own options: a function whose typer-annotated parameters are the options and
-    # which returns the Options they mean (raising typer.BadParameter for a combination it refuses)
+    # which returns the options_class they mean (raising typer.BadParameter for a combination it refuses)
     command_options: Callable[..., Options] | None = None
-    uses: frozenset[str] = frozenset()  # the Options fields the target reads; any other set is refused
+    options_class: type[Options] = Options  # the options it takes (migrate.target_options); any other is refused
     check_options: Callable[[Options], list[OptionProblem]] | None = None
     markers: Mapping[str, str] = field(default_factory=dict)  # qualified call -> framework, as `framework` says it
     replaces: frozenset[str] = frozenset()  # frameworks found in a script that the conversion takes over

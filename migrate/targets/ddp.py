@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from migrate import launchers
-from migrate.records import Artifact, Options, Severity
+from migrate.records import Artifact, Severity
 from migrate.runtime import torch_distributed
+from migrate.target_options import DdpOptions, ProcessOptions
 from migrate.targets.base import Conversion, Target
 
 if TYPE_CHECKING:
@@ -33,7 +34,8 @@ def torchrun_launcher(script_path: str, ctx: Context, target: str = "ddp") -> li
     from migrate.launch import render
     from migrate.launch_plan import LaunchPlan
 
-    return render(LaunchPlan(target=target, script=script_path, nproc_per_node=ctx.options.nproc_per_node,
+    options = ProcessOptions.of(ctx.options)
+    return render(LaunchPlan(target=target, script=script_path, nproc_per_node=options.nproc_per_node,
                              launcher=launchers.TORCHRUN))
 
 
@@ -65,9 +67,9 @@ SyncBatchnorm = Annotated[bool, typer.Option("--sync-batchnorm", help="Convert B
 
 
 def command_options(nproc_per_node: Nproc = "auto", keep_global_batch: KeepGlobalBatch = False,
-                    scale_lr: ScaleLr = False, sync_batchnorm: SyncBatchnorm = False) -> Options:
-    return Options(nproc_per_node=nproc_per_node, keep_global_batch=keep_global_batch, scale_lr=scale_lr or None,
-                   sync_batchnorm=sync_batchnorm)
+                    scale_lr: ScaleLr = False, sync_batchnorm: SyncBatchnorm = False) -> DdpOptions:
+    return DdpOptions(nproc_per_node=nproc_per_node, keep_global_batch=keep_global_batch, scale_lr=scale_lr or None,
+                      sync_batchnorm=sync_batchnorm)
 
 
 DDP = Target(
@@ -83,7 +85,7 @@ DDP = Target(
     example="migrate to-ddp train.py > ddp.patch && git apply ddp.patch",
     conversion=conversion,
     command_options=command_options,
-    uses=frozenset({"nproc_per_node", "keep_global_batch", "scale_lr", "sync_batchnorm"}),
+    options_class=DdpOptions,
     markers={
         "torch.distributed.init_process_group": "torch.distributed",
         "torch.nn.parallel.DistributedDataParallel": "DistributedDataParallel",

@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 
 from migrate import launchers
-from migrate.records import Artifact, FileResult, InputError, Options, Severity
+from migrate.records import Artifact, FileResult, InputError, Severity
 from migrate.options import OptionProblem, offload_problems, config_out_problems, hosts_problems
+from migrate.target_options import DeepSpeedOptions, Options
 from migrate.runtime import torch_distributed
 from migrate.steps.deepspeed_names import CONFIG_NAME
 from migrate.targets.base import Conversion, Convert, Target
@@ -39,7 +40,7 @@ DEEPSPEED_LAUNCHER = torch_distributed(
 
 
 def config_path(script_path: str, ctx: Context) -> str:
-    name = ctx.options.config_out or CONFIG_NAME
+    name = DeepSpeedOptions.of(ctx.options).config_out or CONFIG_NAME
     return name if os.path.isabs(name) else os.path.join(os.path.dirname(script_path), name)
 
 
@@ -48,7 +49,7 @@ def ds_config_text(ctx: Context) -> str:
     from migrate.steps.deepspeed_engine import EngineConfig
 
     values = ctx.recorded(EngineConfig)
-    options = ctx.options
+    options = DeepSpeedOptions.of(ctx.options)
     # mixed precision is DeepSpeed's torch_autocast section, never its fp16/bf16 modes, which cast
     # the weights and leave the inputs fp32 (migrate.steps.engine_calls says why)
     autocast = {"fp16": "float16", "bf16": "bfloat16"}.get(values.precision)
@@ -86,7 +87,7 @@ def deepspeed_artifacts(script_path: str, ctx: Context) -> list[Artifact]:
     from migrate.steps.local_rank_argument import NoLocalRankArgument
 
     config = Artifact(path=config_path(script_path, ctx), text=ds_config_text(ctx))
-    plan = LaunchPlan(target="deepspeed", script=script_path, hosts=ctx.options.hosts,
+    plan = LaunchPlan(target="deepspeed", script=script_path, hosts=DeepSpeedOptions.of(ctx.options).hosts,
                       no_local_rank=NoLocalRankArgument in ctx.records, launcher=launchers.DEEPSPEED)
     return [config, *render_launcher(plan)]
 
@@ -120,8 +121,9 @@ def conversion() -> Conversion:
     return Conversion(steps=steps, artifacts=deepspeed_artifacts, runtime=DEEPSPEED_LAUNCHER, wrapper=engine)
 
 
-def check_options(options: Options) -> list[OptionProblem]:
+def check_options(given: Options) -> list[OptionProblem]:
     """What no DeepSpeed config can hold, or the launcher cannot start."""
+    options = DeepSpeedOptions.of(given)
     found: list[OptionProblem] = []
     if options.zero not in (0, 1, 2, 3):
         found.append(OptionProblem("--zero", f"{options.zero!r}: choose a ZeRO stage from 0 to 3"))
@@ -135,12 +137,13 @@ def check_options(options: Options) -> list[OptionProblem]:
     return found + config_out_problems(options.config_out) + hosts_problems(options.hosts)
 
 
-def own_configs(results: list[FileResult], options: Options,
+def own_configs(results: list[FileResult], given: Options,
                 convert: Convert) -> tuple[list[FileResult], list[InputError], list[tuple[str, str]]]:
     """Two or more scripts of one folder that would each write its ds_config.json get their own,
     ds_config_<script>.json (converted again with that --config-out), and the run says so: even
     when their settings agree today, a file tuned for one script would change how the other trains.
     `convert` is the caller's migrate.api.migrate_file (this layer never imports the API)."""
+    options = DeepSpeedOptions.of(given)
     if options.config_out is not None:
         return results, [], []
     writers: dict[str, list[tuple[FileResult, str]]] = {}
@@ -180,13 +183,13 @@ Hosts = Annotated[Optional[str], typer.Option("--hosts", metavar="HOST:GPUS,..."
 
 def command_options(zero: Zero = 2, offload_optimizer: OffloadOptimizer = "none", offload_param: OffloadParam = "none",
                     nvme_path: NvmePath = "/local_nvme", bf16: Bf16 = False, fp16: Fp16 = False, fp32: Fp32 = False,
-                    config_out: ConfigOut = None, hosts: Hosts = None) -> Options:
+                    config_out: ConfigOut = None, hosts: Hosts = None) -> DeepSpeedOptions:
     if sum((bf16, fp16, fp32)) > 1:
         raise typer.BadParameter("choose one of --bf16, --fp16, --fp32", param_hint="--bf16/--fp16/--fp32")
     host_list = tuple(h.strip() for h in hosts.split(",") if h.strip()) if hosts else ()
     precision = "bf16" if bf16 else "fp16" if fp16 else "fp32" if fp32 else "auto"
-    return Options(zero=zero, offload_optimizer=offload_optimizer, offload_param=offload_param,
-                   nvme_path=nvme_path, precision=precision, config_out=config_out, hosts=host_list)
+    return DeepSpeedOptions(zero=zero, offload_optimizer=offload_optimizer, offload_param=offload_param,
+                            nvme_path=nvme_path, precision=precision, config_out=config_out, hosts=host_list)
 
 
 DEEPSPEED = Target(
@@ -207,13 +210,13 @@ DEEPSPEED = Target(
     example="migrate to-deepspeed --zero 3 --offload-param cpu train.py > ds.patch",
     conversion=conversion,
     command_options=command_options,
-    uses=frozenset({"zero", "offload_optimizer", "offload_param", "nvme_path", "precision", "config_out", "hosts"}),
+    options_class=DeepSpeedOptions,
     check_options=check_options,
     markers={"deepspeed.initialize": "DeepSpeed"},
     replaces=frozenset({"nn.DataParallel"}),
     launcher=launchers.DEEPSPEED,
     signs=("deepspeed.initialize",),
-    verify_options=lambda zero, compare: Options(zero=zero),
+    verify_options=lambda zero, compare: DeepSpeedOptions(zero=zero),
     pretend_gpu_refusal=("DeepSpeed's CPU accelerator keeps the model on the CPU, so batches sent to the pretend "
                          "GPU would be false alarms: use --target ddp, fsdp or horovod"),
     settle=own_configs,

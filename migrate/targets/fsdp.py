@@ -14,8 +14,9 @@ from typing import Annotated, Optional
 import typer
 
 from migrate import launchers
-from migrate.records import Options, Severity
+from migrate.records import Severity
 from migrate.options import OptionProblem
+from migrate.target_options import FsdpOptions, Options
 from migrate.targets.base import Conversion, Target
 from migrate.targets.ddp import TORCHRUN, KeepGlobalBatch, Nproc, ScaleLr, torchrun_launcher
 
@@ -62,7 +63,8 @@ def from_ddp() -> Conversion:
                       wrapper=Wrapper(code=None, through_module=False))
 
 
-def check_options(options: Options) -> list[OptionProblem]:
+def check_options(given: Options) -> list[OptionProblem]:
+    options = FsdpOptions.of(given)
     found: list[OptionProblem] = []
     if options.mixed_precision not in PRECISIONS:
         found.append(OptionProblem("--mixed-precision", f"{options.mixed_precision!r}: choose none, bf16 or fp16"))
@@ -78,10 +80,10 @@ Shard = Annotated[Optional[str], typer.Option("--shard", metavar="CLASS,...", he
 
 
 def command_options(nproc_per_node: Nproc = "auto", keep_global_batch: KeepGlobalBatch = False, scale_lr: ScaleLr = False,
-                    mixed_precision: MixedPrecision = "none", cpu_offload: CpuOffload = False, shard: Shard = None) -> Options:
+                    mixed_precision: MixedPrecision = "none", cpu_offload: CpuOffload = False, shard: Shard = None) -> FsdpOptions:
     classes = tuple(name.strip() for name in shard.split(",") if name.strip()) if shard else ()
-    return Options(nproc_per_node=nproc_per_node, keep_global_batch=keep_global_batch, scale_lr=scale_lr or None,
-                   mixed_precision=mixed_precision, cpu_offload=cpu_offload, shard=classes)
+    return FsdpOptions(nproc_per_node=nproc_per_node, keep_global_batch=keep_global_batch, scale_lr=scale_lr or None,
+                       mixed_precision=mixed_precision, cpu_offload=cpu_offload, shard=classes)
 
 
 FSDP = Target(
@@ -99,7 +101,7 @@ FSDP = Target(
     example="migrate to-fsdp --mixed-precision bf16 train.py > fsdp.patch",
     conversion=conversion,
     command_options=command_options,
-    uses=frozenset({"nproc_per_node", "keep_global_batch", "scale_lr", "mixed_precision", "cpu_offload", "shard"}),
+    options_class=FsdpOptions,
     check_options=check_options,
     markers={
         "torch.distributed.fsdp.fully_shard": "FSDP",

@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from migrate.records import Artifact, Options, Severity
+from migrate.records import Artifact, Severity
 from migrate.options import OptionProblem, hosts_problems
+from migrate.target_options import HorovodOptions, Options
 from migrate import launchers
 from migrate.runtime import Runtime
 from migrate.targets.base import Conversion, Target
@@ -70,8 +71,9 @@ def horovodrun_launcher(script_path: str, ctx: Context) -> list[Artifact]:
     from migrate.launch import render
     from migrate.launch_plan import LaunchPlan
 
-    return render(LaunchPlan(target="horovod", script=script_path, nproc_per_node=ctx.options.nproc_per_node,
-                             hosts=ctx.options.hosts, launcher=launchers.HOROVODRUN))
+    options = HorovodOptions.of(ctx.options)
+    return render(LaunchPlan(target="horovod", script=script_path, nproc_per_node=options.nproc_per_node,
+                             hosts=options.hosts, launcher=launchers.HOROVODRUN))
 
 
 def conversion() -> Conversion:
@@ -93,7 +95,8 @@ def conversion() -> Conversion:
     return Conversion(steps=steps, artifacts=horovodrun_launcher, runtime=HOROVOD, wrapper=BROADCAST_WRAPPER)
 
 
-def check_options(options: Options) -> list[OptionProblem]:
+def check_options(given: Options) -> list[OptionProblem]:
+    options = HorovodOptions.of(given)
     found = hosts_problems(options.hosts)
     if options.hosts and options.nproc_per_node != "auto":
         found.append(OptionProblem("--hosts/--nproc-per-node", "--hosts gives each host's process count (HOST:N): leave out --nproc-per-node"))
@@ -106,15 +109,16 @@ KeepGlobalBatch = Annotated[bool, typer.Option("--keep-global-batch", help="Divi
 
 
 def command_options(nproc_per_node: Nproc = "auto", keep_global_batch: KeepGlobalBatch = False,
-                    scale_lr: ScaleLr = None, hosts: Hosts = None) -> Options:
+                    scale_lr: ScaleLr = None, hosts: Hosts = None) -> HorovodOptions:
     host_list = tuple(h.strip() for h in hosts.split(",") if h.strip()) if hosts else ()
-    return Options(nproc_per_node=nproc_per_node, keep_global_batch=keep_global_batch, scale_lr=scale_lr, hosts=host_list)
+    return HorovodOptions(nproc_per_node=nproc_per_node, keep_global_batch=keep_global_batch, scale_lr=scale_lr,
+                          hosts=host_list)
 
 
-def _verify_options(zero: int, compare: bool) -> Options:
+def _verify_options(zero: int, compare: bool) -> HorovodOptions:
     """verify --compare runs the converted script at nproc times the original's batch with the
     original's rate: converted without the lr scaling, so the weights can be compared."""
-    return Options(scale_lr=False) if compare else Options()
+    return HorovodOptions(scale_lr=False) if compare else HorovodOptions()
 
 
 HOROVOD_TARGET = Target(
@@ -131,7 +135,7 @@ HOROVOD_TARGET = Target(
     example="migrate to-horovod --hosts node1:4,node2:4 train.py > horovod.patch",
     conversion=conversion,
     command_options=command_options,
-    uses=frozenset({"nproc_per_node", "keep_global_batch", "scale_lr", "hosts"}),
+    options_class=HorovodOptions,
     check_options=check_options,
     markers={"horovod.torch.init": "Horovod", "horovod.torch.DistributedOptimizer": "Horovod"},
     replaces=frozenset({"nn.DataParallel"}),

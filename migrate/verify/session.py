@@ -25,10 +25,11 @@ import json
 import os
 import shutil
 import sys
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from migrate.records import Artifact, FileResult, InputError, Options
+from migrate.records import Artifact, FileResult, InputError
+from migrate.target_options import Options
 from migrate.verify.checks import Launch, VerifyResult, check_all, read_records
 from migrate.verify.committed import Unavailable, already_converted, committed_text, suggestion
 from migrate.verify.deepspeed_op import extensions_folder
@@ -58,7 +59,7 @@ class VerifyOptions:
     compare: bool = False  # also compare losses and weights with the original at nproc times its batch
     converted: str | None = None  # an already converted script to check instead of converting
     script_args: tuple[str, ...] = ()
-    options: Options = field(default_factory=Options)
+    options: Options | None = None  # the conversion's options; None: the target's defaults
     keep: str | None = None  # keep the work folder here (for debugging): a new or empty folder
     to_end: bool = False  # run the script to completion on every rank
     max_time: float | None = None  # the ceiling of a launch that still works; None: CEILING x timeout

@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 import torch
 
-from migrate import Options
+from migrate import DeepSpeedOptions
 from tests.equivalence import zero3_probe
 from tests.equivalence.harness import (
     assert_loads_strictly,
@@ -117,7 +117,7 @@ def reference(sample: str, folder: Path):  # type: ignore[no-untyped-def]
                          full_unless([(sample, stage) for sample in SAMPLES_CONVERTED for stage in range(4)], DEFAULT_RUNS))
 def test_deepspeed_sample_trains_like_the_original(sample: str, stage: int, tmp_path: Path, tmp_path_factory) -> None:  # type: ignore[no-untyped-def]
     expected = reference(sample, tmp_path_factory.mktemp(f"reference-{sample}"))
-    _, converted = convert(sample, "deepspeed", tmp_path, Options(zero=stage))
+    _, converted = convert(sample, "deepspeed", tmp_path, DeepSpeedOptions(zero=stage))
     config = json.loads((tmp_path / "ds_config.json").read_text())
     assert config["zero_optimization"]["stage"] == stage
     if stage == 3:
@@ -139,7 +139,7 @@ def test_deepspeed_sample_trains_like_the_original(sample: str, stage: int, tmp_
 def test_converted_script_still_runs_with_plain_python(tmp_path: Path, tmp_path_factory) -> None:  # type: ignore[no-untyped-def]
     """No launcher: the converted script runs as one process and trains as before."""
     expected = reference("mlp_regression", tmp_path_factory.mktemp("reference-plain"))
-    _, converted = convert("mlp_regression", "deepspeed", tmp_path, Options(zero=2))
+    _, converted = convert("mlp_regression", "deepspeed", tmp_path, DeepSpeedOptions(zero=2))
     run = run_python(converted, [*ARGS, "--batch-size", "16"], tmp_path / "plain.pt")
     assert_same_weights(run.weights, expected.weights)
 
@@ -156,7 +156,7 @@ def test_accumulation_and_clipping_follow_the_command_line(tmp_path: Path, tmp_p
     unclipped = run_python(original, loose, folder / "unclipped.pt")
     assert any(not torch.allclose(clipped.weights[k], unclipped.weights[k]) for k in clipped.weights)
 
-    _, converted = convert("amp_accum", "deepspeed", tmp_path, Options(zero=2))
+    _, converted = convert("amp_accum", "deepspeed", tmp_path, DeepSpeedOptions(zero=2))
     config = json.loads((tmp_path / "ds_config.json").read_text())
     assert (config["gradient_clipping"], config["gradient_accumulation_steps"]) == (1.0, 2)
     run = run_deepspeed(converted, 2, [*flags, "--batch-size", "8"], tmp_path / "ds.pt")

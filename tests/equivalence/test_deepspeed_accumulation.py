@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from migrate import Options
+from migrate import DeepSpeedOptions
 from tests.equivalence.harness import (Run, assert_loads_strictly, assert_same_weights, convert, full_unless, run_deepspeed,
                                        run_python)
 
@@ -54,7 +54,7 @@ def reference(folder: Path) -> Run:
 
 
 def converted_script(folder: Path, stage: int) -> Path:
-    _, converted = convert(SAMPLE, "deepspeed", folder, Options(zero=stage))
+    _, converted = convert(SAMPLE, "deepspeed", folder, DeepSpeedOptions(zero=stage))
     assert BOUNDARY in converted.read_text()
     if stage == 3:
         partition_every_parameter(folder / "ds_config.json")

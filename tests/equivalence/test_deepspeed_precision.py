@@ -30,7 +30,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from migrate import Options
+from migrate import DeepSpeedOptions
 from tests.equivalence.harness import Run, assert_loads_strictly, convert, full_unless, run_deepspeed, run_python
 from tests.equivalence.test_deepspeed_accumulation import partition_every_parameter
 
@@ -51,7 +51,7 @@ def reference(sample: str, folder: Path, flags: list[str]) -> Run:
     return _references[key]
 
 
-def converted_script(sample: str, folder: Path, options: Options) -> tuple[Path, dict[str, object]]:
+def converted_script(sample: str, folder: Path, options: DeepSpeedOptions) -> tuple[Path, dict[str, object]]:
     """The converted sample (stage 3: every parameter partitioned) and its ds_config.json."""
     _, converted = convert(sample, "deepspeed", folder, options)
     if options.zero == 3:
@@ -74,7 +74,7 @@ def assert_trains(run: Run) -> None:
 @pytest.mark.parametrize("stage", full_unless([0, 1, 2, 3], {3}))
 def test_bf16_autocast_script_trains_and_saves_float32(stage: int, tmp_path: Path, tmp_path_factory) -> None:  # type: ignore[no-untyped-def]
     expected = reference(SAMPLE, tmp_path_factory.mktemp(f"reference-{SAMPLE}"), ["--bf16"])
-    converted, config = converted_script(SAMPLE, tmp_path, Options(zero=stage))
+    converted, config = converted_script(SAMPLE, tmp_path, DeepSpeedOptions(zero=stage))
     assert config["torch_autocast"] == {"enabled": True, "dtype": "bfloat16"}
     assert config["bf16"] == {"enabled": False} and config["fp16"] == {"enabled": False}
     text = converted.read_text()
@@ -91,7 +91,7 @@ def test_the_config_alone_computes_in_bfloat16(tmp_path: Path, tmp_path_factory)
     """No autocast in the script: --bf16 gives the engine's forward one. Measured: 1e-2 from
     the float32 original's weights after 4 epochs, where a float32 run stays within 1e-5."""
     expected = reference("mlp_regression", tmp_path_factory.mktemp("reference-mlp_regression"), [])
-    converted, config = converted_script("mlp_regression", tmp_path, Options(zero=2, precision="bf16"))
+    converted, config = converted_script("mlp_regression", tmp_path, DeepSpeedOptions(zero=2, precision="bf16"))
     assert config["torch_autocast"] == {"enabled": True, "dtype": "bfloat16"}
     run = run_deepspeed(converted, 2, [*ARGS, "--batch-size", "8"], tmp_path / "ds.pt")
     assert_trains(run)
@@ -110,7 +110,7 @@ DEEPSPEED_GRADSCALER = (
                                                                pytest.mark.full])])
 def test_float16_trains(stage: int, tmp_path: Path, tmp_path_factory) -> None:  # type: ignore[no-untyped-def]
     expected = reference(SAMPLE, tmp_path_factory.mktemp(f"reference-{SAMPLE}"), ["--bf16"])
-    converted, config = converted_script(SAMPLE, tmp_path, Options(zero=stage, precision="fp16"))
+    converted, config = converted_script(SAMPLE, tmp_path, DeepSpeedOptions(zero=stage, precision="fp16"))
     assert config["torch_autocast"] == {"enabled": True, "dtype": "float16"}
     assert "with torch.autocast(" not in converted.read_text()  # the bfloat16 block went
     run = run_deepspeed(converted, 2, [*ARGS, "--batch-size", "8"], tmp_path / "ds.pt")

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import torch
 
-from migrate import Options, migrate_source
+from migrate import DeepSpeedOptions, migrate_source
 from tests import progress
 from tests.equivalence import zero3_probe
 from tests.equivalence.harness import ROOT, assert_same_weights, environment, log_lines
@@ -53,7 +53,7 @@ def run_converted(name: str, folder: Path, args: tuple[str, ...] = ()) -> tuple[
     parameter partitioned: (the finished launch, the zero_optimization config DeepSpeed read)."""
     source = case_input(name).read_text()
     script = folder / "train.py"
-    result = migrate_source(source, "deepspeed", Options(zero=3), path=str(script))
+    result = migrate_source(source, "deepspeed", DeepSpeedOptions(zero=3), path=str(script))
     assert not result.error and result.new != source, [f.message for f in result.findings]
     script.write_text(result.new)
     for artifact in result.artifacts:

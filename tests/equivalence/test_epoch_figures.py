@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from migrate import Options, migrate_source
+from migrate import DeepSpeedOptions, HorovodOptions, Options, migrate_source
 from tests.equivalence.harness import Run, assert_same_weights, run_deepspeed, run_horovod, run_python, run_torchrun
 
 pytestmark = [pytest.mark.slow, pytest.mark.full]
@@ -76,7 +76,7 @@ def test_ddp_prints_the_original_figures(original: Run, tmp_path: Path) -> None:
 
 
 def test_horovod_prints_the_original_figures(original: Run, tmp_path: Path) -> None:
-    converted = convert_case("horovod", tmp_path, Options(scale_lr=False))
+    converted = convert_case("horovod", tmp_path, HorovodOptions(scale_lr=False))
     two_ranks = run_horovod(converted, 2, [*EPOCHS, "--batch-size", str(PER_PROCESS_BATCH)], tmp_path / "horovod.pt")
     assert_same_weights(two_ranks.weights, original.weights)
     assert_same_figures(two_ranks, original)
@@ -90,7 +90,7 @@ def test_fsdp_prints_the_original_figures(original: Run, tmp_path: Path) -> None
 
 
 def test_deepspeed_prints_the_original_figures(original: Run, tmp_path: Path) -> None:
-    converted = convert_case("deepspeed", tmp_path, Options(zero=2))
+    converted = convert_case("deepspeed", tmp_path, DeepSpeedOptions(zero=2))
     two_ranks = run_deepspeed(converted, 2, [*EPOCHS, "--batch-size", str(PER_PROCESS_BATCH)], tmp_path / "ds.pt")
     assert_same_weights(two_ranks.weights, original.weights)
     assert_same_figures(two_ranks, original)

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from migrate import Options, migrate_source
+from migrate import FsdpOptions, migrate_source
 from tests.equivalence.harness import (
     BIN,
     ROOT,
@@ -136,7 +136,7 @@ def test_a_checkpoint_resumes_like_the_original_script_resumes(tmp_path: Path) -
 def test_mixed_precision_and_cpu_offload_train_and_save_full_weights(tmp_path: Path) -> None:
     """--mixed-precision bf16 --cpu-offload on a CPU host: the policies build (pinned memory only
     with a GPU), training runs, and the checkpoint holds the full fp32 weights."""
-    original, converted = convert("char_transformer", "fsdp", tmp_path, Options(mixed_precision="bf16", cpu_offload=True))
+    original, converted = convert("char_transformer", "fsdp", tmp_path, FsdpOptions(mixed_precision="bf16", cpu_offload=True))
     text = converted.read_text()
     assert "MixedPrecisionPolicy(param_dtype=torch.bfloat16" in text and "CPUOffloadPolicy(" in text
     args = ["--epochs", "1", "--batch-size", "8", "--no-shuffle"]

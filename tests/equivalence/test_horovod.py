@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from migrate import Options, migrate_source
+from migrate import HorovodOptions, migrate_source
 from tests.equivalence.harness import (
     SAMPLES,
     assert_loads_strictly,
@@ -51,7 +51,7 @@ def default_lr(sample: str) -> float:
 
 @pytest.mark.parametrize("sample", full_unless(sample_names(), DEFAULT_SAMPLES))
 def test_horovod_sample_trains_like_the_original(sample: str, tmp_path: Path) -> None:
-    original, converted = convert(sample, "horovod", tmp_path, Options(scale_lr=True))
+    original, converted = convert(sample, "horovod", tmp_path, HorovodOptions(scale_lr=True))
     assert "hvd.DistributedOptimizer(" in converted.read_text()
     lr = default_lr(sample)
     reference = run_python(original, [*EPOCHS, "--batch-size", str(2 * PER_PROCESS_BATCH), "--no-shuffle"],
@@ -139,7 +139,7 @@ def test_a_checkpoint_resumes_like_the_original_script_resumes(tmp_path: Path) -
     2 epochs) is resumed for a third epoch by the original script and by the converted one, whose
     optimizer is wrapped before the state loads and broadcast after: as one process the weights are
     equal; as 2 ranks the final loss agrees (BatchNorm: see test_ddp.BATCHNORM_SAMPLES)."""
-    original, converted = convert("cnn_classifier", "horovod", tmp_path, Options(scale_lr=False))
+    original, converted = convert("cnn_classifier", "horovod", tmp_path, HorovodOptions(scale_lr=False))
     assert "hvd.broadcast_optimizer_state(optimizer, root_rank=0)" in converted.read_text()
     checkpoint = tmp_path / "checkpoint.pt"
     run_horovod(converted, 2, ["--batch-size", "8", "--no-shuffle", "--epochs", "2", "--checkpoint", str(checkpoint)],

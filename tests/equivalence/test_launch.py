@@ -15,7 +15,7 @@ import torch
 
 from tests.equivalence.harness import (BIN, EXIT_ABORT, LAUNCH_TRIES, assert_same_weights, convert, environment,
                                        flatten, full_unless, run_python)
-from migrate import Options
+from migrate import DdpOptions, DeepSpeedOptions, HorovodOptions, Options
 from tests import progress
 from tests.slurm_cluster import one_node_cluster
 
@@ -62,7 +62,8 @@ def test_two_nodes_train_like_one_process(rendezvous: str, tmp_path: Path) -> No
 
 
 # the conversion each SLURM launcher runs; Horovod without its lr scaling, to compare with one process
-SLURM_TARGETS = {"ddp": Options(), "deepspeed": Options(), "horovod": Options(scale_lr=False)}
+SLURM_TARGETS: dict[str, Options] = {"ddp": DdpOptions(), "deepspeed": DeepSpeedOptions(),
+                                     "horovod": HorovodOptions(scale_lr=False)}
 
 
 # DeepSpeed's job runs torchrun under srun as ddp's does: scripts/test --full

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from migrate import Options
+from migrate import HorovodOptions
 from migrate.api import migrate_file
 from migrate.records import FileResult
 from tests.equivalence.harness import (assert_same_weights, full_unless, run_deepspeed, run_horovod, run_python,
@@ -36,7 +36,7 @@ def _converted(case: str, target: str, folder: Path) -> Path:
     """The project copied into `folder` and converted there (every file its conversion edits, and
     the launcher and config it makes)."""
     shutil.copytree(PROJECTS / case, folder)
-    options = Options(scale_lr=False) if target == "horovod" else None  # the batch is split, not grown
+    options = HorovodOptions(scale_lr=False) if target == "horovod" else None  # the batch is split, not grown
     result = migrate_file(str(folder / "train.py"), target, options)
     assert isinstance(result, FileResult) and result.changed and not result.skipped, result
     assert result.modules, "the training step lives in a module: the conversion edits it or its helpers"

@@ -14,7 +14,7 @@ import libcst as cst
 
 from migrate.analysis import analyze
 from migrate.api import _imports_stdlib
-from migrate.records import Finding, Options
+from migrate.records import Finding
 from migrate.options import check as check_options
 from migrate.rewrite import EditPlan
 from migrate.steps.base import Context, Step
@@ -25,7 +25,7 @@ def run_steps(steps: Sequence[Step], code: str, target: str = "ddp", **option_ov
     """Analyse `code` (dedented), run `steps` in order (stopping at a refusal, as the API does),
     apply the plan. The result must compile: a rewrite that does not is a failure."""
     code = textwrap.dedent(code)
-    options = Options(**option_overrides)  # type: ignore[arg-type]
+    options = targets()[target].options_class(**option_overrides)
     check_options(targets()[target], options)
     conversion = targets()[target].conversion()
     module = cst.parse_module(code)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 
-from migrate import Options, migrate_source
+from migrate import DeepSpeedOptions, migrate_source
 from migrate.steps.deepspeed_engine import deepspeed_engine
 from migrate.steps.engine_calls import engine_calls
 from tests.steps.helpers import run_steps
@@ -69,7 +69,7 @@ BOUNDARY = "model.set_gradient_accumulation_boundary((i + 1) % 4 == 0 or i + 1 =
 
 
 def config_of(source: str, **options: object) -> dict[str, object]:
-    result = migrate_source(source, "deepspeed", Options(**options), path="train.py")  # type: ignore[arg-type]
+    result = migrate_source(source, "deepspeed", DeepSpeedOptions(**options), path="train.py")  # type: ignore[arg-type]
     return json.loads(next(a.text for a in result.artifacts if a.path.endswith("ds_config.json")))
 
 
