@@ -75,3 +75,39 @@ def test_a_writer_returned_by_a_helper_is_made_and_used_on_rank_zero_only(tmp_pa
     assert not [f for f in result.findings if f.code == "MIG120"]
     [summaries] = result.modules  # its SummaryWriter runs where it is called, on rank 0: left as written
     assert "        writer = SummaryWriter(log_dir=self.folder)\n        return writer\n" in summaries.new
+
+
+OPTIONAL_WRITER = '''import argparse
+
+import torch
+import torch.nn as nn
+from torch.utils.tensorboard import SummaryWriter
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--tb", action="store_true")
+    args = parser.parse_args()
+    writer = SummaryWriter("runs") if args.tb else None
+    model = nn.Linear(8, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for step in range(4):
+        optimizer.zero_grad()
+        loss = model(torch.randn(4, 8)).pow(2).mean()
+        loss.backward()
+        optimizer.step()
+        if writer is not None:
+            writer.add_scalar("loss", loss.item(), step)
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+
+def test_a_writer_made_only_when_asked_keeps_that_condition_on_rank_zero() -> None:
+    """`SummaryWriter() if args.tb else None`: rank 0's test goes in parentheses around the writer,
+    or Python would read `... else (None if args.tb else None)` and make a writer without --tb."""
+    new = migrate_source(OPTIONAL_WRITER, "ddp").new
+    assert '    writer = (SummaryWriter("runs") if dist.get_rank() == 0 else None) if args.tb else None\n' in new
+    compile(new, "train.py", "exec")

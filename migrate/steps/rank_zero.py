@@ -655,13 +655,17 @@ def _settle_handles(ctx: Context) -> None:
         test = ctx.rank_zero_test()
         for stmt in readers:
             ctx.plan.guard(stmt, test)
-        ctx.plan.replace(create.node, lambda updated: _made_on_rank_zero(updated, test))
+        whole = any(b.value is create.node for b in ctx.index.bindings)
+        ctx.plan.replace(create.node, lambda updated: _made_on_rank_zero(updated, test, parenthesized=not whole))
 
 
-def _made_on_rank_zero(updated: cst.CSTNode, test: str) -> cst.CSTNode:
-    """`SummaryWriter(...)` -> `SummaryWriter(...) if <test> else None`."""
+def _made_on_rank_zero(updated: cst.CSTNode, test: str, parenthesized: bool = False) -> cst.CSTNode:
+    """`SummaryWriter(...)` -> `SummaryWriter(...) if <test> else None`; in parentheses inside a
+    larger expression (`(SummaryWriter() if <test> else None) if args.tb else None`: without them,
+    Python reads `... else (None if args.tb else None)`)."""
     assert isinstance(updated, cst.BaseExpression)
-    return cst.IfExp(test=expression(test), body=updated, orelse=cst.Name("None"))
+    made = cst.IfExp(test=expression(test), body=updated, orelse=cst.Name("None"))
+    return made.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()]) if parenthesized else made
 
 
 # a statement that cannot move to rank 0, what it reads, the read of the handle that read comes from
