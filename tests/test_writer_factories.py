@@ -111,3 +111,56 @@ def test_a_writer_made_only_when_asked_keeps_that_condition_on_rank_zero() -> No
     new = migrate_source(OPTIONAL_WRITER, "ddp").new
     assert '    writer = (SummaryWriter("runs") if dist.get_rank() == 0 else None) if args.tb else None\n' in new
     compile(new, "train.py", "exec")
+
+
+VISUALIZER = '''from visdom import Visdom
+
+
+class Visualizer:
+    def __init__(self, port=8097, env="main"):
+        self.vis = Visdom(port=port, env=env)
+
+    def scalar(self, name, x, y):
+        self.vis.line(X=[x], Y=[y], win=name, update="append")
+
+
+if __name__ == "__main__":
+    Visualizer().scalar("demo", 0, 1)
+'''
+
+USES_VISUALIZER = '''import argparse
+
+import torch
+import torch.nn as nn
+from visualizer import Visualizer
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--vis", action="store_true")
+    args = parser.parse_args()
+    vis = Visualizer(env="demo") if args.vis else None
+    model = nn.Linear(8, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for step in range(4):
+        optimizer.zero_grad()
+        loss = model(torch.randn(4, 8)).pow(2).mean()
+        loss.backward()
+        optimizer.step()
+        if vis is not None:
+            vis.scalar("loss", step, loss.item())
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+
+def test_a_class_of_another_module_that_opens_a_visdom_window_is_made_on_rank_zero_only(tmp_path: Path) -> None:
+    """visualizer.py has its own `__main__` (not read with the script as one program); its class
+    opens a Visdom connection in `__init__`: every rank would plot each point, so it is made on rank 0."""
+    (tmp_path / "visualizer.py").write_text(VISUALIZER)
+    result = migrate_source(USES_VISUALIZER, "ddp", path=str(tmp_path / "train.py"), read_module=read_from_disk)
+    assert '    vis = (Visualizer(env="demo") if dist.get_rank() == 0 else None) if args.vis else None\n' in result.new
+    assert '        if vis is not None:\n            vis.scalar("loss", step, loss.item())\n' in result.new
+    assert not result.modules

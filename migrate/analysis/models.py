@@ -1057,6 +1057,12 @@ def foreign_reads(folder: str, callee: ForeignCallee, position: int | None, keyw
     return ForeignReads(path, spelled, param, tuple(sorted(reads)), forward) if reads else None
 
 
+def foreign_method(folder: str, cls: str, method: str, read: ReadModule) -> cst.FunctionDef | None:
+    """The method `method` of the class `cls` (`utils.visualizer.Visualizer`) of a module of `folder`."""
+    found = _foreign_function(folder, ForeignCallee(f"{cls}.{method}", method=True), read)
+    return found[2] if found is not None else None
+
+
 def _foreign_function(folder: str, callee: ForeignCallee, read: ReadModule
                       ) -> tuple[str, str, cst.FunctionDef, dict[str, cst.FunctionDef]] | None:
     """The file, the spelling, the function and the methods of its class (none for a function)."""

@@ -35,8 +35,8 @@ from migrate.project_files import ReadModule
 SENTINEL = "pass\n"
 MAX_PARTS = 12  # modules joined to one script at most
 JOIN_DEPTH = 2  # imports followed from the script
-# what a module must mention to be joined to a script that trains by itself: a write, a save, a download, a TensorBoard writer
-WRITE_WORDS = ("backward", ".save(", "open(", "urlretrieve", "download", "makedirs", "mkdir", ".savefig(", "print(", "SummaryWriter(")
+# what a module must mention to be joined to a script that trains by itself: a write, a save, a download, a TensorBoard or visdom writer
+WRITE_WORDS = ("backward", ".save(", "open(", "urlretrieve", "download", "makedirs", "mkdir", ".savefig(", "print(", "SummaryWriter(", "Visdom(")
 
 
 @dataclass(frozen=True, eq=False)

@@ -31,6 +31,7 @@ A writer's call whose value may need every rank computes it on every rank first,
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -38,7 +39,7 @@ import libcst as cst
 
 from migrate.analysis.entry import runs_in_process_group
 from migrate.analysis.index import CallSite, Scope, ScriptIndex, child_nodes, descendants, spell
-from migrate.analysis.models import aliases
+from migrate.analysis.models import aliases, foreign_method
 from migrate.analysis.state_dicts import moved_names
 from migrate.analysis.syntax import calls_in
 from migrate.analysis.training import BUILTIN_NAMES, class_of_binding
@@ -50,7 +51,8 @@ from migrate.target_options import zero_stage
 # (_sink_kind), and handed a model they only read it (_only_reads)
 LOG_METHODS = frozenset({"debug", "info", "warning", "warn", "error", "log", "write", "add_text"})
 WANDB_CALLS = frozenset({"init", "log", "finish", "watch", "save", "log_artifact", "define_metric", "alert"})
-WRITERS = ("torch.utils.tensorboard.SummaryWriter", "tensorboardX.SummaryWriter")
+WRITERS = ("torch.utils.tensorboard.SummaryWriter", "tensorboardX.SummaryWriter", "visdom.Visdom")
+WRITER_CLASSES = frozenset(writer.rsplit(".", 1)[-1] for writer in WRITERS)  # as a module not read with the script spells them
 SAVES = ("torch.save", "numpy.save", "numpy.savez", "json.dump", "pickle.dump", "yaml.dump",
          "plotly.offline.plot", "plotly.io.write_html", "plotly.io.write_image")  # plotly's plot() writes an HTML file
 # what `x = ...` (or a call chained on it) makes that `x.save(path)` writes to a file
@@ -67,7 +69,7 @@ RANK_WORDS = ("rank", "is_main", "main_process", "master")
 def rank_zero(ctx: Context) -> None:
     index = ctx.index
     loggers = _bound_names(index, lambda q: q.endswith("getLogger"))
-    factories = writer_factories(index)
+    factories = writer_factories(index, ctx.sites.training_scopes) | _foreign_writer_classes(ctx)
     writers = _bound_names(index, lambda q: q in WRITERS) | _made_by(index, factories)
     runs = _bound_names(index, lambda q: q == "wandb.init")
     images = {b.target for b in index.bindings if isinstance(b.value, cst.Call) and _makes_image(index, b.value)}
@@ -106,12 +108,20 @@ def table_file(call: cst.Call) -> cst.Arg | None:
         if call.args and (call.args[0].keyword is None or call.args[0].keyword.value in ("path_or_buf", "path", "excel_writer")) else None
 
 
-def writer_factories(index: ScriptIndex) -> set[str]:
-    """The functions of this program that make a SummaryWriter and return it (`def create_summary(self):
-    writer = SummaryWriter(...); return writer`): their callers hold a writer."""
+def writer_factories(index: ScriptIndex, training: set[str]) -> set[str]:
+    """The functions of this program that make a writer and return it (`def create_summary(self):
+    writer = SummaryWriter(...); return writer`), and the classes that wrap one, whose `__init__`
+    makes it and none of whose methods trains (`class Visualizer: def __init__(self): self.vis =
+    Visdom(...)`, with that `__init__`; not a Trainer holding its writer): their callers hold a writer."""
     def find() -> set[str]:
         found: set[str] = set()
+        trainers = {name.rsplit(".", 1)[0] for name in training if "." in name}
         for name, scope in index.functions.items():
+            if scope.class_name and scope.class_name not in trainers and name == f"{scope.class_name}.__init__" and any(
+                    b.place.scope is scope and b.target.startswith("self.") and isinstance(b.value, cst.Call)
+                    and index.qualify(b.value.func) in WRITERS for b in index.bindings):
+                found |= {name, scope.class_name}
+                continue
             made = {b.target for b in index.bindings if b.place.scope is scope and isinstance(b.value, cst.Call)
                     and index.qualify(b.value.func) in WRITERS}
             for node in descendants(scope.node):
@@ -121,6 +131,26 @@ def writer_factories(index: ScriptIndex) -> set[str]:
                     found.add(name)
         return found
     return index.derived("rank_zero_writer_factories", find)
+
+
+def _foreign_writer_classes(ctx: Context) -> set[str]:
+    """The classes imported from a module of the project that this program does not hold (it has
+    its own `__main__`) whose `__init__` makes a writer (`self.vis = Visdom(...)`), qualified as
+    this file imports them (`utils.visualizer.Visualizer`)."""
+    index = ctx.index
+    folder = os.path.dirname(ctx.path)
+    found: set[str] = set()
+    for call in index.calls:
+        spelled = spell(call.node.func) or ""
+        qualified = index.qualify(call.node.func) or ""
+        if spelled.split(".")[0] not in index.imports or spelled in index.classes or not spelled.rsplit(".", 1)[-1][:1].isupper():
+            continue
+        init = foreign_method(folder, qualified, "__init__", ctx.read_module) if qualified not in found else None
+        if init is not None and any(isinstance(node, cst.Assign) and isinstance(node.value, cst.Call)
+                                    and (spell(node.value.func) or "").rsplit(".", 1)[-1] in WRITER_CLASSES
+                                    for node in descendants(init)):
+            found.add(qualified)
+    return found
 
 
 def _factory_called(index: ScriptIndex, call: cst.Call, factories: set[str]) -> bool:
@@ -399,7 +429,7 @@ def output_handles(ctx: Context) -> set[str]:
     """The names bound to an output handle: a SummaryWriter, a logger, a wandb run."""
     def build() -> set[str]:
         made = _bound_names(ctx.index, lambda q: q in WRITERS or q == "wandb.init" or q.endswith("getLogger"))
-        return made | _made_by(ctx.index, writer_factories(ctx.index))
+        return made | _made_by(ctx.index, writer_factories(ctx.index, ctx.sites.training_scopes))
 
     return ctx.index.derived("rank_zero_output_handles", build)
 
