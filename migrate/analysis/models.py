@@ -671,7 +671,7 @@ def _made_under_one_condition(cls: str, init: cst.FunctionDef) -> SometimesParam
     def visit(node: cst.CSTNode, condition: cst.If | None) -> None:
         if isinstance(node, cst.Assign) and isinstance(node.value, cst.Call) and any(
                 (spell(t.target) or "").startswith("self.") for t in node.targets) and (
-                (spell(node.value.func) or "").startswith(("nn.", "torch.nn."))):
+                (spell(node.value.func) or "").rsplit(".", 1)[-1][:1].isupper()):  # nn.Linear(...), NoisyLinear(...)
             conditions.append(condition)
         for child in child_nodes(node):
             if not isinstance(child, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
@@ -679,8 +679,8 @@ def _made_under_one_condition(cls: str, init: cst.FunctionDef) -> SometimesParam
 
     visit(init.body, None)
     first = conditions[0] if conditions else None
-    if first is None or any(c is not first for c in conditions):
-        return None
+    if first is None or first.orelse is not None or any(c is not first for c in conditions):
+        return None  # made outside it, or in every branch of an if/else
     return SometimesParameterless(cls, cst.Module([]).code_for_node(first.test))
 
 

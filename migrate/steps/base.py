@@ -212,14 +212,16 @@ class Context:
             return False
         return entry.scope.is_module and (scope.is_module or entry.block is self.index.module)
 
-    def local_rank(self, scope: Scope) -> str:
-        """The runtime's `local_rank` where setup's variable is visible (see sees_setup_names), else read again
-        from the environment."""
+    def local_rank(self, scope: Scope, after_setup: bool = False) -> str:
+        """The runtime's `local_rank` where setup's variable is visible (see sees_setup_names), else
+        asked of the runtime where it has a call for it and the code runs after setup (`after_setup`,
+        or a function of another module of the program), else read again from the environment
+        (Horovod over MPI sets no HOROVOD_LOCAL_RANK: hvd.local_rank() is the one that holds)."""
         name = self.distributed.local_rank_name
         if self.sees_setup_names(scope) and name not in scope.params:
             return name
-        if self.distributed.local_rank_call and not scope.is_module and self.in_other_module(scope.node):
-            return self.spell(self.distributed.local_rank_call)  # a module's function, called after setup
+        if self.distributed.local_rank_call and not scope.is_module and (after_setup or self.in_other_module(scope.node)):
+            return self.spell(self.distributed.local_rank_call)
         return f"int({self.launcher_variable(self.distributed.local_rank_variable)})"
 
     # -- findings ----------------------------------------------------------------------------

@@ -53,7 +53,7 @@ from migrate.analysis.gradients import last_change
 from migrate.analysis.index import CallSite, Scope, descendants, read_names, spell
 from migrate.analysis.sites import ModelSite
 from migrate.analysis.syntax import argument, calls_in
-from migrate.analysis.trained import Stepped, handed_out, optimizer_owners, passed_arguments
+from migrate.analysis.trained import Stepped, handed_out, optimizer_owners, passed_arguments, stepped_optimizers
 from migrate.steps.base import Context, Wrapper, expression, statements
 from migrate.steps.engine_refusals import rebinding_words
 from migrate.steps.horovod_rebuilt import Rebuild, rebuilds, retire
@@ -234,6 +234,9 @@ def _optimizers(ctx: Context) -> list[Wrapped] | None:
         entry.spellings.add(stepped.spelling)
     if not by_built and len(ctx.sites.optimizers) == 1:
         by_built[0] = _only_construction(ctx, ctx.sites.optimizers[0])
+        for handed in stepped_optimizers(ctx.index, ctx.sites.training_scopes, handed_in=True):
+            by_built[0].stepped.append(handed)  # `scaler.step(self.optimizer)` of `kwargs["optimizer"]`: that one
+            by_built[0].spellings.add(handed.spelling)
     if not by_built and ctx.sites.backward_calls:
         ctx.report("MIG402", "no torch optimizer is stepped after backward (the weights are updated by hand or by the "
                    "script's own class): Horovod averages gradients through hvd.DistributedOptimizer; the file is left "

@@ -26,7 +26,7 @@ def load_map_location(ctx: Context) -> None:
             continue
         if not _loads_weights(ctx, call):
             continue
-        device = expression(device_in(ctx, call.place.scope))
+        device = expression(device_in(ctx, call.place.scope, call.place.stmt))
         ctx.plan.replace(call.node, partial(with_keyword, keyword="map_location", value=device))
 
 

@@ -145,14 +145,15 @@ def _rank(ctx: Context, scope: Scope, stmt: cst.BaseStatement | None = None) -> 
     entry = ctx.sites.entry
     if stmt is not None and not runs_in_process_group(ctx.index, entry, stmt):
         return f"int({ctx.launcher_variable(ctx.distributed.local_rank_variable)})"
-    return ctx.local_rank(scope)
+    return ctx.local_rank(scope, after_setup=stmt is not None)
 
 
 def _cuda_of_rank(ctx: Context, scope: Scope, stmt: cst.BaseStatement | None = None) -> str:
     """`f"cuda:{local_rank}"`, or the same with the rank read from the environment."""
     rank = _rank(ctx, scope, stmt)
     name, variable = ctx.distributed.local_rank_name, ctx.distributed.local_rank_variable
-    inner = rank if rank == name else f"{ctx.module_name('os')}.environ.get('{variable}', '0')"
+    asked = ctx.distributed.local_rank_call and rank == ctx.spell(ctx.distributed.local_rank_call)
+    inner = rank if rank == name or asked else f"{ctx.module_name('os')}.environ.get('{variable}', '0')"
     return f'f"cuda:{{{inner}}}"'
 
 

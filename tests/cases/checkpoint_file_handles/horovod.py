@@ -1,5 +1,4 @@
 """Keeps the best model in a file written and read through open() handles."""
-import os
 import torch
 import torch.nn as nn
 from torch.utils.data import DataLoader, TensorDataset
@@ -18,7 +17,7 @@ def save_best(model, path):
 def load_best(model, path):
     hvd.barrier()  # rank 0 has finished writing path
     with open(path, "rb") as handle:
-        model.load_state_dict(torch.load(handle, map_location=torch.device(f"cuda:{os.environ.get('HOROVOD_LOCAL_RANK', '0')}" if torch.cuda.is_available() else "cpu")))
+        model.load_state_dict(torch.load(handle, map_location=torch.device(f"cuda:{hvd.local_rank()}" if torch.cuda.is_available() else "cpu")))
 
 
 def main():

@@ -1,7 +1,6 @@
 """Resumes from a checkpoint through a helper that builds a new optimizer and loads its state."""
 
 import argparse
-import os
 import sys
 
 import torch
@@ -12,7 +11,7 @@ from torch.utils.data.distributed import DistributedSampler
 
 
 def load_checkpoint(net, path):
-    saved = torch.load(path, map_location=torch.device(f"cuda:{os.environ.get('HOROVOD_LOCAL_RANK', '0')}" if torch.cuda.is_available() else "cpu"))
+    saved = torch.load(path, map_location=torch.device(f"cuda:{hvd.local_rank()}" if torch.cuda.is_available() else "cpu"))
     net.load_state_dict(saved["weights"])
     fresh = torch.optim.Adam(net.parameters(), lr=2e-4 * hvd.size())
     fresh.load_state_dict(saved["optimizer"])

@@ -1,7 +1,6 @@
 """A Trainer class that keeps its own device, driven by `main(parser.parse_args())`: the command
 line is parsed and training starts in one statement of the __main__ block."""
 import argparse
-import os
 
 import torch
 import torch.nn as nn
@@ -12,7 +11,7 @@ from torch.utils.data.distributed import DistributedSampler
 
 class Trainer:
     def __init__(self, args):
-        self.device = torch.device(f"cuda:{os.environ.get('HOROVOD_LOCAL_RANK', '0')}" if torch.cuda.is_available() else "cpu")
+        self.device = torch.device(f"cuda:{hvd.local_rank()}" if torch.cuda.is_available() else "cpu")
         self.model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1)).to(self.device)
         hvd.broadcast_parameters(self.model.state_dict(), root_rank=0)  # every rank starts from rank 0's weights
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=args.lr * hvd.size())
