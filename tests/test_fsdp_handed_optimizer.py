@@ -60,3 +60,15 @@ def test_the_state_of_an_optimizer_handed_in_through_kwargs_is_gathered_for_the_
     assert ("        optimizer_state = get_optimizer_state_dict(self.model, self.optimizer, "
             "options=StateDictOptions(full_state_dict=True, cpu_offload=True))") in learner.new
     assert 'save_checkpoint({"model": model_state, "optimizer": optimizer_state}, "last.pt")' in learner.new
+
+
+def test_horovod_synchronizes_a_handed_in_optimizer_before_the_scaler_steps_it(tmp_path: Path) -> None:
+    """`scaler.step(self.optimizer)` checks for inf on the gradients: before they are averaged, a
+    rank that finds one skips its step (and Horovod's synchronize in it) while the others wait."""
+    (tmp_path / "learner.py").write_text(LEARNER)
+    result = migrate_source(TRAIN, "horovod", path=str(tmp_path / "train.py"), read_module=read_from_disk)
+    [learner] = result.modules
+    assert ("                self.scaler.scale(loss).backward()\n"
+            "                with self.optimizer.skip_synchronize():\n"
+            "                    self.optimizer.synchronize()  # average the gradients across ranks before they are read\n"
+            "                    self.scaler.step(self.optimizer)\n") in learner.new
