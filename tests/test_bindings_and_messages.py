@@ -302,3 +302,60 @@ def test_a_module_that_makes_its_parameters_only_under_a_condition_is_wrapped_on
             "`tails > 0`; DDP refuses a module without any\n        criterion = DDP(criterion)\n") in new
     assert '    print(getattr(criterion, "module", criterion).tails)\n' in new
     assert '    torch.save(getattr(criterion, "module", criterion).state_dict(), "criterion.pt")\n' in new
+
+
+SAMPLER_MODULE = '''import torch
+
+
+def sample(net, steps):
+    state = net.init_state(1)
+    out = []
+    for _ in range(steps):
+        state = net(torch.randn(1, 8)) + state
+        out.append(state.sum().item())
+    return out
+'''
+
+USES_SAMPLER = '''import torch
+import torch.nn as nn
+from torch.utils.data import DataLoader, TensorDataset
+from sampling import *
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 2)
+
+    def init_state(self, n):
+        return torch.zeros(n, 2)
+
+    def forward(self, x):
+        return self.fc(x)
+
+
+def main():
+    loader = DataLoader(TensorDataset(torch.randn(32, 8), torch.randint(0, 2, (32,))), batch_size=8, shuffle=True)
+    model = Net()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for epoch in range(2):
+        for x, y in loader:
+            optimizer.zero_grad()
+            nn.functional.cross_entropy(model(x), y).backward()
+            optimizer.step()
+        print(sample(model, 3))
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+
+def test_a_star_imported_helper_that_only_feeds_a_print_gets_the_module(tmp_path: Path) -> None:
+    """`from sampling import *`, then `print(sample(model, 3))` in the epoch loop (w015's
+    `generate(decoder, ...)`): sample() reads `net.init_state`, which the wrapper does not answer;
+    what it returns is only printed, so it runs the module itself, past the wrapper."""
+    (tmp_path / "sampling.py").write_text(SAMPLER_MODULE)
+    result = migrate_source(USES_SAMPLER, "ddp", path=str(tmp_path / "train.py"), read_module=read_from_disk)
+    assert "sample(model.module, 3)" in result.new
+    assert not messages(result, "MIG105")

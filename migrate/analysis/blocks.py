@@ -21,6 +21,7 @@ import libcst as cst
 
 from migrate.analysis.index import ScriptIndex, descendants, spell
 from migrate.analysis.sites import ModelSite
+from migrate.analysis.syntax import star_imports
 from migrate.analysis.upstream import model_class_call
 from migrate.project_files import ReadModule, read_from_disk, read_nothing
 
@@ -85,7 +86,7 @@ def model_blocks(index: ScriptIndex, site: ModelSite, script_path: str, named: t
                  read: ReadModule = read_nothing) -> Blocks:
     """The block classes of the model at `site`: the ones `named` (--shard), else those found (in
     the script, and in the modules of its folder that `read` returns)."""
-    script = SourceFile(None, dict(index.classes), dict(index.imports), script_path, _stars(index.module))
+    script = SourceFile(None, dict(index.classes), dict(index.imports), script_path, star_imports(index.module))
     folder = os.path.dirname(os.path.abspath(script_path))
     reader = _Reader(folder, read)
     built = model_class_call(index, site)
@@ -315,17 +316,8 @@ def _parse(text: str, path: str, module: str) -> SourceFile | None:
     except cst.ParserSyntaxError:
         return None
     classes = {stmt.name.value: stmt for stmt in tree.body if isinstance(stmt, cst.ClassDef)}
-    return SourceFile(module, classes, _imports(tree), path, _stars(tree))
+    return SourceFile(module, classes, _imports(tree), path, star_imports(tree))
 
-
-def _stars(tree: cst.Module) -> tuple[str, ...]:
-    """The modules a file star-imports at its top level, relative ones with their dots."""
-    found: list[str] = []
-    for stmt in tree.body:
-        for small in stmt.body if isinstance(stmt, cst.SimpleStatementLine) else ():
-            if isinstance(small, cst.ImportFrom) and isinstance(small.names, cst.ImportStar):
-                found.append("." * len(small.relative) + (spell(small.module) or "" if small.module is not None else ""))
-    return tuple(found)
 
 
 def _imports(tree: cst.Module) -> dict[str, str]:

@@ -19,7 +19,7 @@ from migrate.analysis.divergence import base_spelling, reinitialization
 from migrate.analysis.index import AttributeUse, Binding, CallSite, Scope, ScriptIndex, child_nodes, descendants, reachable, read_names, spell
 from migrate.analysis.homes import COMPILE, DATA_PARALLEL, MOVES, home_binding, without_moves, wraps_itself
 from migrate.analysis.sites import ModelSite
-from migrate.analysis.syntax import argument, calls_in, contains
+from migrate.analysis.syntax import argument, calls_in, contains, star_imports
 from migrate.analysis.trained import (
     Owner,
     Root,
@@ -1001,19 +1001,24 @@ class ForeignCallee:
     method: bool  # called on an instance: the arguments start after `self`
 
 
-def foreign_callee(index: ScriptIndex, call: CallSite) -> ForeignCallee | None:
-    """What `call` runs when it is a function imported from another module (`evaluate(net)`) or a
-    method of an instance built from an imported class (`ema = EMA(0.995)`; `ema.step_ema(m, net)`)."""
+def foreign_callees(index: ScriptIndex, call: CallSite) -> list[ForeignCallee]:
+    """What `call` may run when it is a function imported from another module (`evaluate(net)`;
+    through a star import, `from generate import *`, a function of each module star-imported), or
+    a method of an instance built from an imported class (`ema = EMA(0.995)`; `ema.step_ema(m, net)`)."""
     head = spell(call.node.func)
     if call.name is None or head is None:
-        return None
+        return []
     if head.split(".")[0] in index.imports:
-        return ForeignCallee(call.name, method=False)
+        return [ForeignCallee(call.name, method=False)]
     owner, _, method = head.rpartition(".")
-    if not owner or "." in owner:
-        return None
+    if not owner:
+        defined = head in index.functions or head in index.classes
+        return [] if defined else [ForeignCallee(f"{star}.{head}", method=False) for star in star_imports(index.module)
+                                   if star and not star.startswith(".")]
+    if "." in owner:
+        return []
     cls = _imported_class(index, home_binding(index, owner, call.place.scope))
-    return ForeignCallee(f"{cls}.{method}", method=True) if cls is not None else None
+    return [ForeignCallee(f"{cls}.{method}", method=True)] if cls is not None else []
 
 
 def _imported_class(index: ScriptIndex, binding: Binding | None) -> str | None:

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import libcst as cst
 
-from migrate.analysis.index import descendants
+from migrate.analysis.index import descendants, spell
 
 
 def argument_value(call: cst.Call, keyword: str, position: int) -> cst.BaseExpression | None:
@@ -37,3 +37,12 @@ def calls_in(node: cst.CSTNode) -> list[cst.Call]:
     """Every call under `node` (itself included)."""
     return [child for child in descendants(node) if isinstance(child, cst.Call)]
 
+
+def star_imports(tree: cst.Module) -> tuple[str, ...]:
+    """The modules a file star-imports at its top level, relative ones with their dots."""
+    found: list[str] = []
+    for stmt in tree.body:
+        for small in stmt.body if isinstance(stmt, cst.SimpleStatementLine) else ():
+            if isinstance(small, cst.ImportFrom) and isinstance(small.names, cst.ImportStar):
+                found.append("." * len(small.relative) + (spell(small.module) or "" if small.module is not None else ""))
+    return tuple(found)

@@ -30,7 +30,7 @@ from migrate.analysis.models import (
     SELF_RETURNING,
     ForeignReads,
     aliases,
-    foreign_callee,
+    foreign_callees,
     foreign_reads,
     is_after,
     parameters_only_when,
@@ -522,8 +522,8 @@ def _helpers_through_module(ctx: Context, site: ModelSite, names: set[tuple[str,
     mixed = maybe_bare(ctx, site)
     step_loops = {loop.node for loop in ctx.sites.step_loops}
     for call in index.calls:
-        callee = foreign_callee(index, call)
-        if callee is None:
+        callees = foreign_callees(index, call)
+        if not callees:
             continue
         for position, arg in enumerate(call.node.args):
             spelled = index.qualify(arg.value)
@@ -531,15 +531,28 @@ def _helpers_through_module(ctx: Context, site: ModelSite, names: set[tuple[str,
             if arg.star or not spelled or place not in names or not is_after(index, call.place.stmt, site):
                 continue
             keyword = arg.keyword.value if arg.keyword is not None else None
-            reads = foreign_reads(folder, callee, None if keyword else position, keyword, safe, ctx.read_module)
+            found = (foreign_reads(folder, callee, None if keyword else position, keyword, safe, ctx.read_module)
+                     for callee in callees)
+            reads = next((each for each in found if each is not None), None)
             if reads is None:
                 continue
-            if reads.forward and step_loops.intersection(call.place.loops):
+            if reads.forward and step_loops.intersection(call.place.loops) and not _only_shown(ctx, call):
                 _report_foreign_reads(ctx, call.node, spelled, reads)
                 continue
             code = ctx.code(arg.value)
             reached = f'getattr({code}, "module", {code})' if place in mixed else f"{code}.module"
             ctx.plan.replace_with(arg.value, expression(reached))
+
+
+def _only_shown(ctx: Context, call: CallSite) -> bool:
+    """Whether what `call` returns is only printed (`print(generate(model, "Wh"))`): its forward
+    feeds no backward, so it may run past the wrapper."""
+    stmt = call.place.stmt
+    if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1 or not isinstance(stmt.body[0], cst.Expr):
+        return False
+    shown = stmt.body[0].value
+    return (isinstance(shown, cst.Call) and shown is not call.node and spell(shown.func) == "print"
+            and any(arg.value is call.node for arg in shown.args))
 
 
 def _report_foreign_reads(ctx: Context, call: cst.Call, spelled: str, reads: ForeignReads) -> None:
