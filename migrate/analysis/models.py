@@ -648,6 +648,10 @@ def parameters_only_when(index: ScriptIndex, site: ModelSite, folder: str, read:
     """The condition under which the model's class makes every parameter and submodule it has
     (`self.x = nn.Parameter(...)`, `self.x = nn.Linear(...)`), when it makes none outside it; None
     otherwise. The class is one of this program, or one imported from a module of `folder`."""
+    return index.answer("parameters_only_when", id(site), lambda: _parameters_only_when(index, site, folder, read))
+
+
+def _parameters_only_when(index: ScriptIndex, site: ModelSite, folder: str, read: ReadModule) -> SometimesParameterless | None:
     bindings = index.bindings_of_in(site.spelling, site.scope)
     own = {c for b in bindings if (c := constructed_class(index, b)) is not None}
     imported = {c for b in bindings if (c := _imported_class(index, b)) is not None}
@@ -658,11 +662,8 @@ def parameters_only_when(index: ScriptIndex, site: ModelSite, folder: str, read:
         scope = index.functions.get(f"{cls}.__init__")
         return _made_under_one_condition(cls, scope.node) if scope is not None and isinstance(scope.node, cst.FunctionDef) else None
     qualified = imported.pop()
-    module, _, cls = qualified.lstrip(".").rpartition(".")
-    tree = _parsed(read(os.path.join(folder, module.replace(".", os.sep) + ".py"))) if module and not qualified.startswith("..") else None
-    owner = next((s for s in tree.body if isinstance(s, cst.ClassDef) and s.name.value == cls), None) if tree else None
-    init = next((s for s in owner.body.body if isinstance(s, cst.FunctionDef) and s.name.value == "__init__"), None) if owner else None
-    return _made_under_one_condition(cls, init) if init is not None else None
+    init = foreign_method(folder, qualified, "__init__", read)
+    return _made_under_one_condition(qualified.rsplit(".", 1)[-1], init) if init is not None else None
 
 
 def _made_under_one_condition(cls: str, init: cst.FunctionDef) -> SometimesParameterless | None:

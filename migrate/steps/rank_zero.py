@@ -140,12 +140,16 @@ def _foreign_writer_classes(ctx: Context) -> set[str]:
     index = ctx.index
     folder = os.path.dirname(ctx.path)
     found: set[str] = set()
+    seen: set[str] = set()  # each class's module read once
     for call in index.calls:
         spelled = spell(call.node.func) or ""
         qualified = index.qualify(call.node.func) or ""
         if spelled.split(".")[0] not in index.imports or spelled in index.classes or not spelled.rsplit(".", 1)[-1][:1].isupper():
             continue
-        init = foreign_method(folder, qualified, "__init__", ctx.read_module) if qualified not in found else None
+        if qualified in seen:
+            continue
+        seen.add(qualified)
+        init = foreign_method(folder, qualified, "__init__", ctx.read_module)
         if init is not None and any(isinstance(node, cst.Assign) and isinstance(node.value, cst.Call)
                                     and (spell(node.value.func) or "").rsplit(".", 1)[-1] in WRITER_CLASSES
                                     for node in descendants(init)):
