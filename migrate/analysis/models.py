@@ -258,7 +258,7 @@ def _site(index: ScriptIndex, spelling: str, binding: Binding, training_calls: s
             continue  # a `def` runs nothing: the script's own DataParallel, below it, says where the wrap goes
         if starts_training(index, stmt, spelling, training_calls):
             break
-        if (_sets_up(stmt, spelling) or _adjusts(index, stmt, names) or sets_requires_grad(index, stmt, names) is not None
+        if (_sets_up(stmt, spelling) or _adjusts(index, stmt, names) or _rebinds_global(index, stmt, spelling) or sets_requires_grad(index, stmt, names) is not None
                 or model_cast(index, stmt, names) is not None or any(stmt is d for d in data_parallel)):
             wrap_after = stmt  # a DataParallel line may stay as a move (`net = DataParallel(m).cuda()` -> `m.cuda()`)
     return ModelSite(
@@ -268,6 +268,22 @@ def _site(index: ScriptIndex, spelling: str, binding: Binding, training_calls: s
         wrap_before=wrap_before,
         data_parallel=data_parallel,
     )
+
+
+def _rebinds_global(index: ScriptIndex, stmt: cst.BaseStatement, spelling: str) -> bool:
+    """`stmt` calls a function of this file that binds the module's `spelling` again (`global
+    model`, then `model = torch.load(f)`): a resume before training, which the wrap must follow."""
+    for call in index.calls_under(stmt):
+        function = index.functions.get(spell(call.func) or "")
+        if (function is not None and isinstance(function.node, cst.FunctionDef) and function.class_name is None
+                and spelling in declared_global(function.node) and index.bindings_of_in(spelling, function)):
+            return True
+    return False
+
+
+def declared_global(function: cst.Module | cst.FunctionDef) -> set[str]:
+    """The names a function's own `global` statements declare."""
+    return {item.name.value for node in descendants(function) if isinstance(node, cst.Global) for item in node.names}
 
 
 def _wrapped_further_down(index: ScriptIndex, block: cst.CSTNode, stmt: cst.BaseStatement,

@@ -45,7 +45,7 @@ from migrate.analysis.trained import Stepped, calls_of, stepped_optimizers
 from migrate.rewrite import NodeEdit
 from migrate.steps.base import Context, expression, statement, statements
 from migrate.steps.gathers import outside_open_files, outside_rank_guards, report_gather_on_some_ranks
-from migrate.steps.wrap_model import StateLambda, lambda_shown, load_former_data_parallel_keys, saved_module, state_lambda
+from migrate.steps.wrap_model import StateLambda, lambda_shown, load_former_data_parallel_keys, saved_objects, state_lambda
 
 CHECKPOINT = "torch.distributed.checkpoint.state_dict"
 GATHER = "full_state_dict=True, cpu_offload=True"
@@ -270,7 +270,7 @@ def _refuse_pickled(ctx: Context, site: ModelSite) -> bool:
     pickle the class fully_shard makes), so the converted script would crash there."""
     names = aliases(ctx.index, site).union(*(aliases(ctx.index, other) for other in moved_names(ctx.index, site)))
     for call in ctx.index.calls_named("torch.save"):
-        saved = _saved_objects(call.node.args[0].value) if call.node.args else []
+        saved = saved_objects(call.node.args[0].value) if call.node.args else []
         spelled = next((ctx.code(v) for v in saved if (ctx.code(v), call.place.scope.name) in names), None)
         if spelled is not None and is_after(ctx.index, call.place.stmt, site):
             ctx.report("MIG303", f"`{ctx.code(call.node)}` pickles the whole module, and a sharded one cannot be "
@@ -279,15 +279,6 @@ def _refuse_pickled(ctx: Context, site: ModelSite) -> bool:
                        "unchanged", call.node)
             return True
     return False
-
-
-def _saved_objects(value: cst.BaseExpression) -> list[cst.BaseExpression]:
-    """What `torch.save` pickles: `model`, `model.cpu()`, or each item of `[model, criterion]` / `{"model": model}`."""
-    if isinstance(value, (cst.List, cst.Tuple)):
-        return [saved_module(element.value) for element in value.elements]
-    if isinstance(value, cst.Dict):
-        return [saved_module(element.value) for element in value.elements if isinstance(element, cst.DictElement)]
-    return [saved_module(value)]
 
 
 def _optimizers(ctx: Context) -> None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import libcst as cst
 
 from migrate.analysis.index import ScriptIndex, descendants, read_names, spell
-from migrate.analysis.models import ONLY_FORWARD, aliases
+from migrate.analysis.models import ONLY_FORWARD, aliases, declared_global, is_after
 from migrate.analysis.trained import CannotFollow, HandedBack, caller_teardown, handed_back
 from migrate.steps.base import Context
 from migrate.target_options import zero_stage
@@ -60,7 +60,37 @@ def _refuse_unwrappable(ctx: Context) -> None:
 
 
 
+def _refuse_global_rebinding(ctx: Context) -> bool:
+    """MIG104 when a function binds the wrapped model's module-level name again (`global model`,
+    then `model, criterion, optimizer = torch.load(f)`) and runs after the wrap: from that call on
+    the name holds the loaded model without the wrapper, which the converted uses of the wrapper
+    (`model.module`, the gradient averaging) do not fit."""
+    index = ctx.index
+    for site in ctx.sites.models:
+        if not site.scope.is_module or "." in site.spelling:
+            continue
+        for scope in index.functions.values():
+            if site.spelling not in declared_global(scope.node):
+                continue
+            binding = next((b for b in index.bindings_of_in(site.spelling, scope) if is_after(index, b.place.stmt, site)), None)
+            if binding is None:
+                continue
+            anchor = site.wrap_before or site.wrap_after
+            assert anchor is not None
+            ctx.report("MIG104", f"`{scope.name}()` declares `global {site.spelling}` and binds it again "
+                       f"(`{ctx.code(binding.node).strip()}`), and it runs after `{site.spelling}` is wrapped "
+                       f"({'before' if site.wrap_before is not None else 'after'} line {ctx.position(anchor)[0]}): from that call on `{site.spelling}` is the loaded model, not the "
+                       "wrapped one, and what the conversion writes for the wrapper would not fit it. The file is left "
+                       f"unchanged: load the weights into the model instead (`{site.spelling}.load_state_dict(...)`) "
+                       "and convert again", binding.node)
+            ctx.refused = True
+            return True
+    return False
+
+
 def _refuse_unfollowed_hand_back(ctx: Context) -> None:
+    if _refuse_global_rebinding(ctx):
+        return
     for site in ctx.sites.models:
         if site.scope.is_module:
             continue

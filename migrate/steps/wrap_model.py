@@ -435,12 +435,14 @@ def unwrap_later_uses(ctx: Context, site: ModelSite, safe: frozenset[str] = WRAP
         _say_prefix_kept(ctx, site, names)
         return
     for call in index.calls_named("torch.save"):
-        first = saved_module(call.node.args[0].value) if call.node.args else None
-        spelled = index.qualify(first) if first is not None else None
-        place = (spelled, call.place.scope.name)
-        if first is not None and spelled and place in names and is_after(index, call.place.stmt, site):
-            code = ctx.code(first)
-            ctx.plan.replace_with(first, expression(f'getattr({code}, "module", {code})' if place in mixed else f"{spelled}.module"))
+        if not call.node.args or not is_after(index, call.place.stmt, site):
+            continue
+        for saved in saved_objects(call.node.args[0].value):  # `[model, criterion, optimizer]` pickles each
+            spelled = index.qualify(saved)
+            place = (spelled, call.place.scope.name)
+            if spelled and place in names:
+                code = ctx.code(saved)
+                ctx.plan.replace_with(saved, expression(f'getattr({code}, "module", {code})' if place in mixed else f"{spelled}.module"))
 
 
 PREFIX_KEPT_NOTE = "# keys keep the module. prefix of nn.DataParallel's checkpoints"
@@ -572,6 +574,15 @@ def saved_module(value: cst.BaseExpression) -> cst.BaseExpression:
            and value.func.attr.value in SELF_RETURNING):
         value = value.func.value
     return value
+
+
+def saved_objects(value: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """What `torch.save` pickles: `model`, `model.cpu()`, or each item of `[model, criterion]` / `{"model": model}`."""
+    if isinstance(value, (cst.List, cst.Tuple)):
+        return [saved_module(element.value) for element in value.elements]
+    if isinstance(value, cst.Dict):
+        return [saved_module(element.value) for element in value.elements if isinstance(element, cst.DictElement)]
+    return [saved_module(value)]
 
 
 def _through_module_attribute(updated: cst.CSTNode) -> cst.CSTNode:
