@@ -114,6 +114,17 @@ def test_a_model_the_script_never_moves_is_sharded_where_it_is(tmp_path: Path) -
     assert "init_device_mesh" not in placed.new  # placed on the GPU: FSDP2's default mesh is that one
 
 
+def test_a_model_moved_to_a_device_that_may_be_the_cpu_is_sharded_on_its_own_device(tmp_path: Path) -> None:
+    """`device = "cpu"` under a test-mode flag, `model.to(device)`: on a GPU host the default mesh
+    would put the shards on the GPU while the batches stay on the CPU."""
+    code = BLOCKS_ELSEWHERE.replace("    model = Net()\n", "    device = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
+                                    "    if len(sys.argv) > 1:\n        device = 'cpu'\n    model = Net()\n    model.to(device)\n")
+    result = convert(tmp_path, "import sys\n" + code, files={"layers.py": LAYERS})
+    assert "model.to(device)" in result.new
+    assert "device_mesh = init_device_mesh(next(model.parameters()).device.type, (dist.get_world_size(),))" in result.new
+    assert "    fully_shard(model, mesh=device_mesh)" in result.new
+
+
 def test_data_parallel_checkpoints_keep_their_module_keys(tmp_path: Path) -> None:
     code = BLOCKS_ELSEWHERE.replace("    model = Net()\n", "    model = nn.DataParallel(Net())\n    model.load_state_dict(torch.load('old.pt'))\n")
     code = code.replace("        optimizer.step()\n", "        optimizer.step()\n    torch.save(model.state_dict(), 'new.pt')\n")

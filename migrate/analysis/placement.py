@@ -55,8 +55,35 @@ def placed_by_script(index: ScriptIndex, site: ModelSite) -> bool:
     """Whether the script puts the model on its device itself where a wrapper placed at the site
     would not decide it for it: it moves the model after the wrap (`self.model = model.to(gpu_id)`
     in a Trainer), or before it, unconditionally (`model = Net().to(device)`). False when it is
-    never moved, or only under an `if` before the wrap."""
-    return any(move.after_wrap or not move.conditions for move in model_moves(index, site))
+    never moved, or only under an `if` before the wrap, or before it to a device that may be the
+    CPU (`device = "cpu"` under `if args.test_mode:`: FSDP's default mesh is the GPU whenever there
+    is one)."""
+    return any(move.after_wrap or not move.conditions and not _may_be_the_cpu(index, move.stmt)
+               for move in model_moves(index, site))
+
+
+def _may_be_the_cpu(index: ScriptIndex, stmt: cst.BaseStatement) -> bool:
+    """Whether a move in `stmt` names the CPU (`.to("cpu")`), or a name one of whose bindings in
+    the move's function does (`device = "cpu"`, `device = torch.device("cpu")`)."""
+    scope = index.scope_of.get(stmt)
+    for call in index.calls_under(stmt):
+        if not isinstance(call.func, cst.Attribute) or call.func.attr.value != "to" or not call.args:
+            continue
+        target = call.args[0].value
+        if _names_the_cpu(index, target):
+            return True
+        if isinstance(target, cst.Name) and scope is not None and any(
+                binding.value is not None and _names_the_cpu(index, binding.value)
+                for binding in index.bindings_of_in(target.value, scope)):
+            return True
+    return False
+
+
+def _names_the_cpu(index: ScriptIndex, value: cst.BaseExpression) -> bool:
+    """`"cpu"` or `torch.device("cpu")`."""
+    if isinstance(value, cst.Call) and index.qualify(value.func) == "torch.device" and value.args:
+        value = value.args[0].value
+    return isinstance(value, cst.SimpleString) and value.evaluated_value == "cpu"
 
 
 def device_conditions(index: ScriptIndex, site: ModelSite) -> tuple[cst.If, ...] | None:
