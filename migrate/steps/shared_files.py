@@ -1120,12 +1120,12 @@ def _handle_call(index: ScriptIndex, stmt: cst.BaseStatement, name: str) -> bool
 
 def _load_after_save(ctx: Context) -> None:
     index = ctx.index
-    saved: dict[str, CallSite] = {}
+    saved: dict[str, list[CallSite]] = {}
     for call in index.calls:
         keyword = WRITES_TO.get(call.name or "")
         target = argument(call.node, keyword, 1) if keyword is not None else _table_written(index, call)
         if target is not None and runs_on_rank_zero(ctx, call.place.stmt):
-            saved.setdefault(_file_key(ctx, target.value, call.place.stmt)[0], call)
+            saved.setdefault(_file_key(ctx, target.value, call.place.stmt)[0], []).append(call)
     done: set[int] = set()
     waited: set[int] = set()  # the `if`s of the filesystem a barrier already goes above
     barriers: list[cst.BaseStatement] = []  # the loads a barrier goes above
@@ -1134,7 +1134,7 @@ def _load_after_save(ctx: Context) -> None:
         key, stmt = _file_key(ctx, source.value, call.place.stmt) if source is not None else ("", call.place.stmt)
         if source is None or key not in saved:
             continue
-        save = saved[key]
+        save = _save_read_by(saved[key], call)
         if id(stmt) in done or order.get(stmt, 0) < order.get(save.place.stmt, 0):
             continue
         done.add(id(stmt))
@@ -1155,6 +1155,12 @@ def _load_after_save(ctx: Context) -> None:
                        f"add {ctx.distributed.said(ctx.distributed.barrier)} where every rank passes before it", call.node)
 
 
+def _save_read_by(saves: list[CallSite], load: CallSite) -> CallSite:
+    """Of the saves that spell the load's file alike, the one of the load's own function, else the
+    first: `fn` in `model_save(fn)` and a module's own `fn` are spelled alike but are two names."""
+    return next((save for save in saves if save.place.scope is load.place.scope), saves[0])
+
+
 def _table_written(index: ScriptIndex, call: CallSite) -> cst.Arg | None:
     """The file `df.to_csv("train.csv")` writes (a table of the script, not a module's function)."""
     func = call.node.func
@@ -1164,13 +1170,13 @@ def _table_written(index: ScriptIndex, call: CallSite) -> cst.Arg | None:
     return table_file(call.node) if owner is not None and owner.split(".")[0] not in index.imports else None
 
 
-def _reads_of_saved(ctx: Context, saved: dict[str, CallSite]) -> list[tuple[CallSite, cst.Arg | None]]:
+def _reads_of_saved(ctx: Context, saved: dict[str, list[CallSite]]) -> list[tuple[CallSite, cst.Arg | None]]:
     """The loads of files rank 0 saved: `torch.load(f)`, and any other call handed the very file
     name a save wrote (`SpamDataset(csv_file="train.csv")` after `df.to_csv("train.csv")`)."""
     index = ctx.index
     found: list[tuple[CallSite, cst.Arg | None]] = [(call, argument(call.node, "f", 0)) for call in index.calls_named("torch.load")]
     named = {key for key in saved if key[:1] in "\"'"}  # file names written out: the same text means the same file
-    saves = {id(call.node) for call in saved.values()}
+    saves = {id(call.node) for calls in saved.values() for call in calls}
     for call in index.calls:
         if id(call.node) in saves or call.name == "torch.load":
             continue

@@ -32,6 +32,7 @@ def conversion() -> Conversion:
     from migrate.steps.fsdp_scaler import fsdp_scaler
     from migrate.steps.fsdp_shard import fsdp_shard
     from migrate.steps.fsdp_state_dicts import fsdp_state_dicts, refuse_unconverted_state
+    from migrate.steps.fsdp_zero_grad import fsdp_zero_grad
     from migrate.steps.functional_data_parallel import functional_data_parallel
     from migrate.steps.rank_divergence import rank_divergence
     from migrate.steps.scale_lr import scale_lr
@@ -40,7 +41,7 @@ def conversion() -> Conversion:
 
     steps = process_group_steps(
         before_setup=(refuse_unwrappable, refuse_double_backward),
-        wrap=(fsdp_shard, functional_data_parallel, fsdp_reads, rank_divergence),
+        wrap=(fsdp_shard, functional_data_parallel, fsdp_reads, fsdp_zero_grad, rank_divergence),
         # a CPU tensor for the epoch figures: gloo takes it, on a GPU host too ("cpu:gloo,cuda:nccl")
         after_data=(fsdp_accumulation, fsdp_scaler, fsdp_state_dicts, refuse_unconverted_state, epoch_figures_on(None)),
         before_teardown=(scale_lr,),
