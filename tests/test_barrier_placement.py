@@ -169,3 +169,42 @@ def test_a_save_and_load_inside_one_exists_test_is_reported_at_the_if(target: st
     assert mig120_lines(result) == [line_of(HEAD + PLAIN_DATA + TRAIN + files, "    if not os.path.exists(ckpt):")]
     message = next(f.message for f in result.findings if f.code == "MIG120")
     assert "`if not os.path.exists(ckpt)`" in message and "test the file once on every rank" in message
+
+
+CACHE_AND_CHECKPOINT = """\
+import os
+
+import torch
+import torch.nn as nn
+
+
+def model_save(fn):
+    with open(fn, "wb") as f:
+        torch.save(model.state_dict(), f)
+
+
+fn = "cache.pt"
+if os.path.exists(fn):
+    data = torch.load(fn)
+else:
+    data = torch.randn(64, 4)
+    torch.save(data, fn)
+
+model = nn.Linear(4, 2)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(data, torch.randn(64, 2)), batch_size=8)
+for epoch in range(2):
+    for x, y in loader:
+        optimizer.zero_grad()
+        nn.functional.mse_loss(model(x), y).backward()
+        optimizer.step()
+    model_save("best.pt")
+"""
+
+
+def test_a_cache_read_before_its_own_write_waits_for_no_other_function_s_save_of_a_name_spelled_alike() -> None:
+    """`fn` of `model_save(fn)` and the module's `fn` are two names: the module's read comes before
+    the only write of its file, so no barrier "rank 0 has finished writing fn" goes above it."""
+    new = migrate_source(CACHE_AND_CHECKPOINT, "ddp", path="lm.py").new
+    assert "if dist.get_rank() == 0:\n        torch.save(data, fn)" in new
+    assert "finished writing fn" not in new
