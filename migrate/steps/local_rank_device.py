@@ -38,6 +38,7 @@ from migrate.analysis.entry import runs_in_process_group
 from migrate.analysis.index import Binding, Place, Scope
 from migrate.rewrite import with_fields
 from migrate.steps.base import Context, expression, statement
+from migrate.steps.rank_zero import group_outlives_entry
 
 
 def local_rank_device(ctx: Context) -> None:
@@ -144,6 +145,8 @@ def _rank(ctx: Context, scope: Scope, stmt: cst.BaseStatement | None = None) -> 
     read from the environment (also in code that runs before setup)."""
     entry = ctx.sites.entry
     if stmt is not None and not runs_in_process_group(ctx.index, entry, stmt):
+        if ctx.distributed.local_rank_call and not ctx.modules_test_launcher_rank() and group_outlives_entry(ctx, stmt):
+            return ctx.spell(ctx.distributed.local_rank_call)  # Horovod, still set up: over MPI no HOROVOD_LOCAL_RANK
         return f"int({ctx.launcher_variable(ctx.distributed.local_rank_variable)})"
     return ctx.local_rank(scope, after_setup=stmt is not None)
 

@@ -42,6 +42,7 @@ from migrate.analysis.index import CallSite, Scope, ScriptIndex, child_nodes, de
 from migrate.analysis.models import aliases, foreign_method
 from migrate.analysis.state_dicts import moved_names
 from migrate.analysis.syntax import calls_in
+from migrate.analysis.trained import caller_teardown
 from migrate.analysis.training import BUILTIN_NAMES, class_of_binding
 from migrate.steps.base import Context, expression, statement, with_keyword
 from migrate.steps.download_units import opener_mode, writes_in_mode
@@ -289,7 +290,7 @@ def _guard_outside_group(ctx: Context, stmt: cst.BaseStatement) -> None:
         return
     if ctx.sites.entry is None or ctx.sites.entry.library or runs_in_process_group(index, ctx.sites.entry, stmt):
         return
-    ctx.plan.guard(stmt, launcher_rank_zero_test(ctx))
+    ctx.plan.guard(stmt, launcher_rank_zero_test(ctx, stmt))
 
 
 def after_teardown(ctx: Context, stmt: cst.BaseStatement) -> bool:
@@ -334,7 +335,7 @@ def _guard_in_one_line_suite(ctx: Context, stmt: cst.BaseStatement, suite: cst.S
     if ctx.sites.entry is not None and runs_in_process_group(index, ctx.sites.entry, stmt):
         test = ctx.rank_zero_test()
     else:
-        test = launcher_rank_zero_test(ctx)
+        test = launcher_rank_zero_test(ctx, stmt)
     printing = next(small for small in suite.body if isinstance(small, cst.Expr) and small.value is call.node)
 
     def indent(updated: cst.CSTNode) -> cst.CSTNode:
@@ -376,9 +377,29 @@ def under_rank_check(ctx: Context, stmt: cst.BaseStatement, itself: bool = False
     return any(isinstance(a, cst.If) and any(w in ctx.code(a.test) for w in RANK_WORDS) for a in around)
 
 
-def launcher_rank_zero_test(ctx: Context) -> str:
-    """The rank-0 test where no process group exists yet (import time) or any more: the launcher's RANK."""
+def launcher_rank_zero_test(ctx: Context, stmt: cst.BaseStatement) -> str:
+    """The rank-0 test where no process group exists yet (import time) or any more: the launcher's
+    RANK. Horovod's own test after the training function returns, where its teardown waits at the
+    end of the caller's block (see group_outlives_entry): horovodrun over MPI sets no HOROVOD_RANK,
+    so the launcher's variable would make every rank rank 0."""
+    if not ctx.modules_test_launcher_rank() and group_outlives_entry(ctx, stmt):
+        return ctx.rank_zero_test()
     return ctx.launcher_rank_test()
+
+
+def group_outlives_entry(ctx: Context, stmt: cst.BaseStatement) -> bool:
+    """Whether `stmt` runs after the training function returns, in its caller's block, where the
+    teardown was moved to that block's end (the caller goes on using the model it returns): the
+    runtime is still set up there."""
+    entry = ctx.sites.entry
+    if entry is None or entry.scope.is_module or not after_teardown(ctx, stmt):
+        return False
+    models = {site.spelling for site in ctx.sites.models if site.scope is entry.scope}
+    place = caller_teardown(ctx.index, entry.scope, models)
+    if not isinstance(place, tuple):
+        return False
+    block = ctx.index.block_of[place[0]][0]
+    return any(ctx.index.block_of.get(around, (None, 0))[0] is block for around in ctx.index.enclosing_statements(stmt))
 
 
 def _may_be_collective(ctx: Context, node: cst.CSTNode) -> bool:

@@ -1218,7 +1218,7 @@ def _rest_on_rank_zero(ctx: Context, save: cst.BaseStatement, load: cst.BaseStat
     block = located[0]
     for later in block.body[index.block_of[holder][1]:]:
         if not runs_on_rank_zero(ctx, later):
-            ctx.plan.guard(later, launcher_rank_zero_test(ctx))
+            ctx.plan.guard(later, launcher_rank_zero_test(ctx, later))
     return True
 
 

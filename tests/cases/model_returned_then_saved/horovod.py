@@ -1,7 +1,6 @@
 """Fits a small regressor in fit(), which hands the trained network back to the caller: the
 caller saves its weights, then rebuilds a fresh network from the file to check it loads."""
 import argparse
-import os
 
 import torch
 import torch.nn as nn
@@ -49,11 +48,11 @@ def fit():
 
 if __name__ == "__main__":
     path, net = fit()
-    if os.environ.get("HOROVOD_RANK", "0") == "0":
+    if hvd.rank() == 0:
         torch.save(net.state_dict(), path)
     check = Regressor()
-    if os.environ.get("HOROVOD_RANK", "0") == "0":
-        check.load_state_dict(torch.load(path, map_location=torch.device(f"cuda:{os.environ.get('HOROVOD_LOCAL_RANK', '0')}" if torch.cuda.is_available() else "cpu")))
+    if hvd.rank() == 0:
+        check.load_state_dict(torch.load(path, map_location=torch.device(f"cuda:{hvd.local_rank()}" if torch.cuda.is_available() else "cpu")))
         print("reloaded", sum(p.numel() for p in check.parameters()), "weights")
     hvd.barrier()  # no rank exits while rank 0 still writes its files
     hvd.shutdown()
