@@ -169,9 +169,10 @@ def deepspeed_engine(ctx: Context) -> None:
     config_path = _config_path_code(ctx)
     deepspeed, json = ctx.module_name("deepspeed"), ctx.module_name("json")
     overrides = "".join(f'ds_config[{key}] = {code}\n' for key, code in values.overrides)
+    said = ("\n# DeepSpeed reads its settings from ds_config.json; the values this script computes itself\n"
+            "# overwrite the file's, so the two never disagree\n") if overrides else "\n# DeepSpeed reads its settings from ds_config.json\n"
     code = (
-        "\n# DeepSpeed reads its settings from ds_config.json; the values this script computes itself\n"
-        "# overwrite the file's, so the two never disagree\n"
+        f"{said}"
         f"with open({config_path}) as config_file:\n"
         f"    ds_config = {json}.load(config_file)\n"
         f"{overrides}"

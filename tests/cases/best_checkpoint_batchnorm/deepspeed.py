@@ -48,8 +48,7 @@ def main():
     net = SmallConvNet()
     optimizer = torch.optim.SGD(net.parameters(), lr=0.05)
 
-    # DeepSpeed reads its settings from ds_config.json; the values this script computes itself
-    # overwrite the file's, so the two never disagree
+    # DeepSpeed reads its settings from ds_config.json
     with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "ds_config.json")) as config_file:
         ds_config = json.load(config_file)
     net, optimizer, _, _ = deepspeed.initialize(model=net, optimizer=optimizer, config=ds_config)

@@ -45,8 +45,7 @@ def main():
         if dist.get_rank() == 0:
             torch.save({"weights": net_state, "outputs": net.module.outputs}, path)
 
-    # DeepSpeed reads its settings from ds_config.json; the values this script computes itself
-    # overwrite the file's, so the two never disagree
+    # DeepSpeed reads its settings from ds_config.json
     with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "ds_config.json")) as config_file:
         ds_config = json.load(config_file)
     net, opt, _, _ = deepspeed.initialize(model=net, optimizer=opt, config=ds_config)

@@ -40,8 +40,7 @@ loader = DataLoader(pairs, batch_size=20, sampler=DistributedSampler(pairs, shuf
 scorer = PairScorer().to(device)
 optimizer = torch.optim.Adam(scorer.parameters(), lr=1e-3)
 
-# DeepSpeed reads its settings from ds_config.json; the values this script computes itself
-# overwrite the file's, so the two never disagree
+# DeepSpeed reads its settings from ds_config.json
 with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "ds_config.json")) as config_file:
     ds_config = json.load(config_file)
 scorer, optimizer, _, _ = deepspeed.initialize(model=scorer, optimizer=optimizer, config=ds_config)

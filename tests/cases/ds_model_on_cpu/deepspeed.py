@@ -37,8 +37,7 @@ def main():
     cnn = CNN()
     optimizer = torch.optim.Adam(cnn.parameters(), lr=1e-3)
 
-    # DeepSpeed reads its settings from ds_config.json; the values this script computes itself
-    # overwrite the file's, so the two never disagree
+    # DeepSpeed reads its settings from ds_config.json
     with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "ds_config.json")) as config_file:
         ds_config = json.load(config_file)
     cnn, optimizer, _, _ = deepspeed.initialize(model=cnn, optimizer=optimizer, config=ds_config)

@@ -61,8 +61,7 @@ def main():
     model = nn.Sequential(nn.Linear(1, 32), nn.Tanh(), nn.Linear(32, 1))
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
 
-    # DeepSpeed reads its settings from ds_config.json; the values this script computes itself
-    # overwrite the file's, so the two never disagree
+    # DeepSpeed reads its settings from ds_config.json
     with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "ds_config.json")) as config_file:
         ds_config = json.load(config_file)
     model, optimizer, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, config=ds_config)

@@ -43,8 +43,7 @@ def main():
     maker, judge = build_nets(settings["noise"])
     maker_opt, judge_opt = make_optimizers(maker, judge, settings)
 
-    # DeepSpeed reads its settings from ds_config.json; the values this script computes itself
-    # overwrite the file's, so the two never disagree
+    # DeepSpeed reads its settings from ds_config.json
     with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "ds_config.json")) as config_file:
         ds_config = json.load(config_file)
     # one engine per model and its own optimizer, each with its own copy of the settings

@@ -28,8 +28,7 @@ def main():
     regressor = nn.Sequential(nn.Linear(5, 20), nn.ReLU(), nn.Linear(20, 1))
     optimizer = torch.optim.SGD(regressor.parameters(), lr=0.05)
 
-    # DeepSpeed reads its settings from ds_config.json; the values this script computes itself
-    # overwrite the file's, so the two never disagree
+    # DeepSpeed reads its settings from ds_config.json
     with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "ds_config.json")) as config_file:
         ds_config = json.load(config_file)
     regressor, optimizer, _, _ = deepspeed.initialize(model=regressor, optimizer=optimizer, config=ds_config)

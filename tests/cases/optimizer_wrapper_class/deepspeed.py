@@ -47,8 +47,7 @@ def main():
     model = nn.Sequential(nn.Linear(32, 64), nn.GELU(), nn.Linear(64, 4))
     optimizer = WarmupOptimizer(torch.optim.Adam(model.parameters(), betas=(0.9, 0.98)), 64, 100)
 
-    # DeepSpeed reads its settings from ds_config.json; the values this script computes itself
-    # overwrite the file's, so the two never disagree
+    # DeepSpeed reads its settings from ds_config.json
     with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "ds_config.json")) as config_file:
         ds_config = json.load(config_file)
     # the torch optimizer inside `optimizer` goes to DeepSpeed, and DeepSpeed's optimizer takes its

@@ -36,8 +36,7 @@ def main():
         p.requires_grad_(False)
     optimizer = make_optimizer(generator, 1e-4)
 
-    # DeepSpeed reads its settings from ds_config.json; the values this script computes itself
-    # overwrite the file's, so the two never disagree
+    # DeepSpeed reads its settings from ds_config.json
     with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "ds_config.json")) as config_file:
         ds_config = json.load(config_file)
     generator, optimizer, _, _ = deepspeed.initialize(model=generator, optimizer=optimizer, config=ds_config)

@@ -23,8 +23,7 @@ class Trainer:
         self.model = model
         self.optimizer = optimizer
 
-        # DeepSpeed reads its settings from ds_config.json; the values this script computes itself
-        # overwrite the file's, so the two never disagree
+        # DeepSpeed reads its settings from ds_config.json
         with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "ds_config.json")) as config_file:
             ds_config = json.load(config_file)
         self.model, self.optimizer, _, _ = deepspeed.initialize(model=self.model, optimizer=self.optimizer, config=ds_config)
