@@ -141,3 +141,55 @@ def test_verify_converts_with_the_user_s_modules_and_launches_with_the_flag(tmp_
     assert passes_no_local_rank(result)
     plain = FileResult(path="train.py", old="", new="", findings=(Finding("MIG130", Severity.NOTE, "", 1, 1),))
     assert not passes_no_local_rank(plain)
+
+
+EVALUATE_MAIN_FUNCTION = """\
+import argparse
+
+
+def score(model):
+    return sum(p.numel() for p in model.parameters())
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--checkpoint")
+    args = parser.parse_args()
+    print(args.checkpoint)
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+EVALUATE_MAIN_BLOCK = """\
+import argparse
+
+
+def score(model):
+    return sum(p.numel() for p in model.parameters())
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--checkpoint")
+    print(parser.parse_args().checkpoint)
+"""
+
+
+@pytest.mark.parametrize("module", [EVALUATE_MAIN_FUNCTION, EVALUATE_MAIN_BLOCK], ids=["main-function", "main-block"])
+def test_a_parser_that_runs_only_when_the_module_runs_alone_is_not_reported(tmp_path: Path, module: str) -> None:
+    (tmp_path / "evaluate.py").write_text(module)
+    train = TRAIN.replace("from options import get_args\n", "from evaluate import score\n").replace(
+        "    args = get_args()\n", "").replace("args.batch_size", "8").replace("args.epochs", "1")
+    result = converted(project(tmp_path, train=train))
+    assert not [f for f in result.findings if f.code == "MIG601"], [f.message for f in result.findings]
+    assert "--no_local_rank" not in launcher(result)
+
+
+def test_a_module_whose_main_function_the_script_may_call_is_still_reported(tmp_path: Path) -> None:
+    (tmp_path / "evaluate.py").write_text(EVALUATE_MAIN_FUNCTION)
+    train = TRAIN.replace("from options import get_args\n", "import evaluate\n").replace(
+        "    args = get_args()\n", "").replace("args.batch_size", "8").replace("args.epochs", "1")
+    [note] = [f for f in converted(project(tmp_path, train=train)).findings if f.code == "MIG601"]
+    assert note.message.startswith("evaluate.py:11:12 parses the command line")

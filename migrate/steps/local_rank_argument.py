@@ -80,7 +80,7 @@ def _sibling_parser(ctx: Context) -> None:
     for stmt in ctx.index.import_stmts:
         for relative in _imported_files(stmt):
             text = ctx.read_module(os.path.join(folder, relative))
-            where = _strict_parse(text) if text is not None else None
+            where = _strict_parse(text, _imported_names(stmt)) if text is not None else None
             if where is None:
                 continue
             said = f"{relative}:{where[0]}:{where[1]}"
@@ -119,33 +119,83 @@ def _module_files(dotted: str | None) -> list[str]:
     return [f"{path}.py", os.path.join(path, "__init__.py")]
 
 
-def _strict_parse(text: str) -> tuple[int, int] | None:
+def _imported_names(stmt: cst.CSTNode) -> frozenset[str] | None:
+    """The names `from m import a, b` takes; None for `import m` or a star (any of its functions)."""
+    names: set[str] = set()
+    for small in getattr(stmt, "body", ()):
+        if not isinstance(small, cst.ImportFrom) or isinstance(small.names, cst.ImportStar):
+            return None
+        names.update(spell(alias.name) or "" for alias in small.names)
+    return frozenset(names)
+
+
+def _strict_parse(text: str, imported: frozenset[str] | None) -> tuple[int, int] | None:
     """Where a module parses sys.argv with `.parse_args()` (no argument list, or None) while
-    declaring no `--local_rank` option; None when it does not, or cannot be parsed."""
+    declaring no `--local_rank` option; None when it does not, or cannot be parsed. A parse under
+    the module's own `if __name__ == "__main__":`, or in a function only that block calls and the
+    script does not import (`imported`), never runs when the script imports the module."""
     try:
         wrapper = MetadataWrapper(cst.parse_module(text))
     except (cst.ParserSyntaxError, RecursionError, ValueError):
         return None
     finder = _ParseFinder()
     wrapper.visit(finder)
-    if finder.declares_local_rank or finder.first is None:
+    if finder.declares_local_rank:
         return None
-    position = wrapper.resolve(PositionProvider)[finder.first].start
+    own_run_only = {name for name in finder.called_by_main_block - finder.called_elsewhere
+                    if imported is not None and name not in imported}
+    first = next((call for call, function in finder.parses if function not in own_run_only), None)
+    if first is None:
+        return None
+    position = wrapper.resolve(PositionProvider)[first].start
     return position.line, position.column + 1
 
 
 class _ParseFinder(cst.CSTVisitor):
-    """The first `x.parse_args()` that reads sys.argv, and whether any `add_argument` declares `--local_rank`."""
+    """Each `x.parse_args()` that reads sys.argv outside the module's `__main__` block, with the
+    top-level function it is in; the functions that block calls and those called elsewhere; and
+    whether any `add_argument` declares `--local_rank`."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.first: cst.Call | None = None
+        self.parses: list[tuple[cst.Call, str | None]] = []
+        self.called_by_main_block: set[str] = set()
+        self.called_elsewhere: set[str] = set()
         self.declares_local_rank = False
+        self._functions: list[str] = []
+        self._in_main_block = 0
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self._functions.append(node.name.value)
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+        self._functions.pop()
+
+    def visit_If(self, node: cst.If) -> None:
+        if not self._functions and _is_main_test(node.test):
+            self._in_main_block += 1
+
+    def leave_If(self, original_node: cst.If) -> None:
+        if not self._functions and _is_main_test(original_node.test):
+            self._in_main_block -= 1
 
     def visit_Call(self, node: cst.Call) -> None:
         if _declares_local_rank(node):
             self.declares_local_rank = True
-        if self.first is None and isinstance(node.func, cst.Attribute) and node.func.attr.value == "parse_args":
-            given = [a for a in node.args if a.keyword is None or a.keyword.value == "args"]
-            if not given or (isinstance(given[0].value, cst.Name) and given[0].value.value == "None"):
-                self.first = node
+        called = spell(node.func)
+        if called is not None:
+            (self.called_by_main_block if self._in_main_block else self.called_elsewhere).add(called)
+        if self._in_main_block or not isinstance(node.func, cst.Attribute) or node.func.attr.value != "parse_args":
+            return
+        given = [a for a in node.args if a.keyword is None or a.keyword.value == "args"]
+        if not given or (isinstance(given[0].value, cst.Name) and given[0].value.value == "None"):
+            self.parses.append((node, self._functions[0] if self._functions else None))
+
+
+def _is_main_test(test: cst.BaseExpression) -> bool:
+    """`__name__ == "__main__"`, either way round."""
+    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+        return False
+    sides = {spell(test.left), spell(test.comparisons[0].comparator)}
+    strings = [side for side in (test.left, test.comparisons[0].comparator) if isinstance(side, cst.SimpleString)]
+    return "__name__" in sides and any(s.evaluated_value == "__main__" for s in strings)
