@@ -1085,6 +1085,12 @@ def foreign_method(folder: str, cls: str, method: str, read: ReadModule) -> cst.
     return found[2] if found is not None else None
 
 
+def foreign_function(folder: str, callee: ForeignCallee, read: ReadModule) -> tuple[str, cst.FunctionDef] | None:
+    """The file and the definition of the function (or method) `callee` of a module of `folder`."""
+    found = _foreign_function(folder, callee, read)
+    return (found[0], found[2]) if found is not None else None
+
+
 def _foreign_function(folder: str, callee: ForeignCallee, read: ReadModule
                       ) -> tuple[str, str, cst.FunctionDef, dict[str, cst.FunctionDef]] | None:
     """The file, the spelling, the function and the methods of its class (none for a function)."""

@@ -39,7 +39,7 @@ import libcst as cst
 
 from migrate.analysis.entry import runs_in_process_group
 from migrate.analysis.index import CallSite, Scope, ScriptIndex, child_nodes, descendants, spell
-from migrate.analysis.models import aliases, foreign_method
+from migrate.analysis.models import aliases, foreign_callees, foreign_function, foreign_method
 from migrate.analysis.state_dicts import moved_names
 from migrate.analysis.syntax import calls_in
 from migrate.analysis.trained import caller_teardown
@@ -82,6 +82,8 @@ def rank_zero(ctx: Context) -> None:
             kind = "create"
         if kind is None and _saves_image(index, call, images):
             kind = "write"
+        if kind is None and foreign_file_write(ctx, call) is not None:
+            kind = "foreign"
         if kind == "print" and call.place.scope.name.endswith(PER_SAMPLE):
             continue  # a message about one sample: the rank that reads that sample says it, once
         if kind == "progress":
@@ -269,16 +271,73 @@ def _guard_statement(ctx: Context, call: CallSite, kind: str) -> None:
         if kind == "print" or kind in ("write", "foreign") and after_teardown(ctx, stmt):
             _guard_outside_group(ctx, stmt)
         return
-    if _may_be_collective(ctx, call.node):
+    written = foreign_file_write(ctx, call) if kind == "foreign" else None
+    if _may_be_collective(ctx, call.node) and not (written is not None and _handed_the_module(ctx, call)):
         if kind == "print" and not _compute_then_print(ctx, call):
             ctx.report("MIG112", f"this print computes a value that {_need(ctx)}; left printing on every rank", call.node)
         elif kind == "write" and _writes_through_handle(ctx, call):
             _compute_then_print(ctx, call)  # else: left on every rank, and _settle_handles says so
+        elif written is not None:
+            ctx.report("MIG120", f"`{ctx.code(call.node.func)}(...)` of {written.path} writes files (`{written.code}`), and it "
+                       f"{_joins(ctx)} that every rank must join: left on every rank, so every rank "
+                       f"writes the same files; {written.path} has its own `__main__` block, so the conversion does not "
+                       f"edit it: guard its writes there with `if {ctx.launcher_rank_test()}:`", call.node)
         return
     ctx.plan.guard(stmt, ctx.rank_zero_test())
-    if kind == "foreign":
+    if written is not None:
+        ctx.report("MIG106", f"`{ctx.code(call.node.func)}(...)` of {written.path} writes files (`{written.code}`): it now "
+                   "runs on rank 0 only", call.node)
+    elif kind == "foreign":
         ctx.report("MIG106", f"`{ctx.code(call.node.func)}(...)` comes from another module: it now runs on rank 0 only, "
                    "assuming it just writes files; if it runs collectives, call it on every rank", call.node)
+
+
+def _handed_the_module(ctx: Context, call: CallSite) -> bool:
+    """Whether each model `call` is handed goes as the wrapper's `.module` (steps.wrap_model routed
+    it), whose forward joins no other rank (DDP; DeepSpeed below ZeRO-3)."""
+    wrapper = ctx.wrapper
+    if wrapper is None or not wrapper.through_module or wrapper.zero3_partitions and zero_stage(ctx.options) == 3:
+        return False
+    models = {m.spelling for m in ctx.sites.models}
+    handed = [arg.value for arg in call.node.args if spell(arg.value) in models]
+    return bool(handed) and all(value in ctx.plan.replacements for value in handed)
+
+
+@dataclass(frozen=True)
+class ForeignWrite:
+    """A file write in a function of another module of the project (one the program does not hold)."""
+
+    path: str  # the module's file, relative to the script's folder
+    code: str  # the write, as written there
+
+
+# calls that write a file, by their last name: matplotlib, OpenCV, imageio, torchvision, pickle/json/numpy/torch
+FILE_WRITES = frozenset({"savefig", "imwrite", "imsave", "save_image", "dump", "save", "savez", "savetxt", "to_csv"})
+
+
+def foreign_file_write(ctx: Context, call: CallSite) -> ForeignWrite | None:
+    """The first file write in the function `call` runs when that function comes from a module of
+    the project the program does not hold (`from tools.inference import visualize_latent_space`,
+    whose module has its own `__main__`): its result unused, so it only writes, prints or shows."""
+    head = spell(call.node.func) or ""
+    if not head or head in ctx.index.functions or head.split(".")[0] not in ctx.index.imports:
+        return None
+    if not (call.name or "").split(".")[0] or (call.name or "").startswith(("torch.", "numpy.", "os.", "matplotlib.")):
+        return None
+    return ctx.index.answer("foreign_file_write", call.name, lambda: _first_write(ctx, call))
+
+
+def _first_write(ctx: Context, call: CallSite) -> ForeignWrite | None:
+    folder = os.path.dirname(ctx.path)
+    for callee in foreign_callees(ctx.index, call):
+        found = foreign_function(folder, callee, ctx.read_module)
+        if found is None:
+            continue
+        path, function = found
+        for node in descendants(function.body):
+            if isinstance(node, cst.Call) and (spell(node.func) or "").rsplit(".", 1)[-1] in FILE_WRITES:
+                return ForeignWrite(os.path.relpath(path, folder), cst.Module([]).code_for_node(node).split("\n")[0])
+    return None
 
 
 def _guard_outside_group(ctx: Context, stmt: cst.BaseStatement) -> None:
