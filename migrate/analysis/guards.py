@@ -11,7 +11,8 @@ whose text says `rank` or `process_index`.
 
 `migrate check` asks this of every print, log and collective (migrate.check.rules_ranks). The
 conversion's own test (steps.rank_zero.under_rank_check) is still a looser one of its own: any `if`
-around whose test's text names the rank, either way (`if args.local_rank != -1:` included).
+around whose test's text names the rank, either way, in any case (`os.environ["RANK"]`), but for a
+test of distributed-ness (`if args.local_rank != -1:`, true on every rank of a distributed run).
 """
 
 from __future__ import annotations

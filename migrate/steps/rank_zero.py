@@ -32,6 +32,7 @@ A writer's call whose value may need every rank computes it on every rank first,
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -433,7 +434,18 @@ def under_rank_check(ctx: Context, stmt: cst.BaseStatement, itself: bool = False
     way, by its text: looser than analysis.guards.on_rank_zero (what `migrate check` asks), kept so
     that conversions stay as they are."""
     around = ctx.index.enclosing_statements(stmt)[0 if itself else 1:]
-    return any(isinstance(a, cst.If) and any(w in ctx.code(a.test) for w in RANK_WORDS) for a in around)
+    return any(isinstance(a, cst.If) and _names_a_rank(ctx.code(a.test)) for a in around)
+
+
+def _names_a_rank(test: str) -> bool:
+    """Whether a test's text names the rank (any case: `os.environ["RANK"]`), other than as a test
+    of distributed-ness (`args.local_rank != -1`, true on every rank of a distributed run)."""
+    lowered = test.lower()
+    return any(w in lowered for w in RANK_WORDS) and not DISTRIBUTED_TEST.fullmatch(lowered.strip())
+
+
+# `args.local_rank != -1`, `local_rank == -1`, `rank >= 0`: whether the run is distributed, not which rank
+DISTRIBUTED_TEST = re.compile(r"[\w.\[\]'\"]*rank[\w.\[\]'\"]*\s*(?:(?:!=|==|>|<=)\s*-1|>=\s*0)")
 
 
 def launcher_rank_zero_test(ctx: Context, stmt: cst.BaseStatement) -> str:
