@@ -217,11 +217,31 @@ if __name__ == "__main__":
 '''
 
 
-def test_mig103_in_a_per_step_loop_says_to_set_the_epoch_before_each_new_iterator() -> None:
-    [warning] = messages(migrate_source(PER_STEP, "ddp"), "MIG103")
-    assert "takes its batches from a new `iter(loader)`" in warning
-    assert "call loader.sampler.set_epoch(step) right before each `iter(loader)`" in warning
-    assert "if it runs once per epoch" not in warning
+def test_a_per_step_loop_sets_the_epoch_before_each_new_iterator() -> None:
+    """`next(iter(loader))` per step: each new iterator gets a number of its own, as each of the
+    original's reshuffled."""
+    result = migrate_source(PER_STEP, "ddp")
+    assert "        loader.sampler.set_epoch(step)\n        x, y = next(iter(loader))\n" in result.new
+    assert not messages(result, "MIG103")
+
+
+PER_EPOCH_ITERATOR = PER_STEP.replace("""    for step in range(50):
+        x, y = next(iter(loader))
+""", """    for epoch in range(3):
+        batches = iter(loader)
+        i = 0
+        while i < len(loader):
+            x, y = next(batches)
+            i += 1
+""").replace("        optimizer.zero_grad()\n        nn.functional.cross_entropy(model(x), y).backward()\n        optimizer.step()\n",
+             "            optimizer.zero_grad()\n            nn.functional.cross_entropy(model(x), y).backward()\n            optimizer.step()\n")
+
+
+def test_an_iterator_made_once_per_epoch_gets_set_epoch_right_above_it() -> None:
+    """A WGAN's `data_iter = iter(dataloader)` at the top of each epoch, drawn from in a `while`."""
+    result = migrate_source(PER_EPOCH_ITERATOR, "ddp")
+    assert "        loader.sampler.set_epoch(epoch)\n        batches = iter(loader)\n" in result.new
+    assert not messages(result, "MIG103")
 
 
 HANDED = '''import torch

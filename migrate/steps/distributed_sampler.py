@@ -372,6 +372,24 @@ def _fresh_iterator(loop: cst.CSTNode) -> str | None:
     return spell(call.args[0].value) if call is not None else None
 
 
+def _set_before_fresh_iterator(ctx: Context, step: Loop, all_sharded: bool, sharded: set[str | None]) -> bool:
+    """`for epoch in range(n): data_iter = iter(loader)` then `next(data_iter)` in an inner loop: one
+    new iterator per pass, made by a statement of the loop's own body, so `loader.sampler.set_epoch(epoch)`
+    goes right above it."""
+    call, fresh = _fresh_call(step.node), _fresh_iterator(step.node)
+    if call is None or fresh is None or not isinstance(step.node, cst.For) or not step.target:
+        return False
+    if not all_sharded and fresh not in sharded:
+        return False
+    made = ctx.index.statement_holding(call)
+    body = step.node.body
+    iterators = [node for node in descendants(step.node) if isinstance(node, cst.Call) and spell(node.func) == "iter"]
+    if made is None or not isinstance(body, cst.IndentedBlock) or made not in body.body or len(iterators) != 1:
+        return False
+    ctx.plan.insert_above(made, statement(f"{fresh}.sampler.set_epoch({step.target})\n"))
+    return True
+
+
 def _no_epoch_loop_message(ctx: Context, step: Loop | None) -> str:
     """MIG103 as seen: the loop around the training loop, and why set_epoch was not added to it."""
     advice = "call loader.sampler.set_epoch(epoch) at the start of each epoch, or every epoch reuses one shuffle"
@@ -527,7 +545,8 @@ def _set_epochs(ctx: Context, all_sharded: bool, sharded: set[str | None]) -> No
     sites = ctx.sites
     if not sites.epoch_loops and not _set_counted_epochs(ctx, all_sharded, sharded):
         step = sites.step_loops[0] if sites.step_loops else None
-        ctx.report("MIG103", _no_epoch_loop_message(ctx, step), step.node if step is not None else None)
+        if step is None or not _set_before_fresh_iterator(ctx, step, all_sharded, sharded):
+            ctx.report("MIG103", _no_epoch_loop_message(ctx, step), step.node if step is not None else None)
     for epoch in sites.epoch_loops:
         if not all_sharded and epoch.loader not in sharded:
             continue
