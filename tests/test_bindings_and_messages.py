@@ -379,3 +379,41 @@ def test_a_star_imported_helper_that_only_feeds_a_print_gets_the_module(tmp_path
     result = migrate_source(USES_SAMPLER, "ddp", path=str(tmp_path / "train.py"), read_module=read_from_disk)
     assert "sample(model.module, 3)" in result.new
     assert not messages(result, "MIG105")
+
+
+PREFETCHED = HEAD.replace("import copy\n\n", "") + '''
+class Prefetcher:
+    def __init__(self, loader):
+        self.batches = iter(loader)
+
+    def next(self):
+        return next(self.batches, None)
+
+
+def train(model, optimizer, prefetcher):
+    batch = prefetcher.next()
+    while batch is not None:
+        x, y = batch
+        optimizer.zero_grad()
+        nn.functional.cross_entropy(model(x), y).backward()
+        optimizer.step()
+        batch = prefetcher.next()
+
+
+def main():
+    loader = DataLoader(TensorDataset(torch.randn(32, 8), torch.randint(0, 2, (32,))), batch_size=8, shuffle=True)
+    model = Net()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for epoch in range(3):
+        train(model, optimizer, Prefetcher(loader))
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+
+def test_mig103_names_the_loop_that_holds_the_backward_when_it_iterates_no_dataloader() -> None:
+    [warning] = messages(migrate_source(PREFETCHED, "ddp"), "MIG103")
+    assert warning.startswith("the backward pass at line 29 runs in the loop at line 26 (`while batch is not None:`), "
+                              "which does not iterate a DataLoader this tool can follow"), warning

@@ -413,7 +413,7 @@ def _no_epoch_loop_message(ctx: Context, step: Loop | None) -> str:
                 f"way this tool does not follow, so it got no set_epoch; if it runs once per epoch, call "
                 f"loader.sampler.set_epoch({step.target}) at its top, or every epoch reuses one shuffle")
     if step is None:
-        return f"no training loop around the backward pass that this tool can follow; {advice}"
+        return _no_step_loop_message(ctx, advice)
     if around is None:
         return f"no epoch loop found around the training loop; {advice}"
     line = ctx.position(around)[0]
@@ -423,6 +423,18 @@ def _no_epoch_loop_message(ctx: Context, step: Loop | None) -> str:
     return (f"the training loop iterates `{ctx.code(step.node.iter).strip()}`, not a DataLoader this tool can follow, "
             f"so the epoch loop at line {line} got no set_epoch; {advice}") if isinstance(step.node, cst.For) else \
         f"the training loop is not over a DataLoader this tool can follow, so the epoch loop at line {line} got no set_epoch; {advice}"
+
+
+def _no_step_loop_message(ctx: Context, advice: str) -> str:
+    """MIG103 where no loop over a DataLoader holds the backward: the loop that does, when there is
+    one (`while batch is not None:` over a prefetcher's `next()`), by its line."""
+    backward = ctx.sites.backward_calls[0] if ctx.sites.backward_calls else None
+    loop = backward.place.loops[-1] if backward is not None and backward.place.loops else None
+    if backward is None or loop is None:
+        return f"no training loop around the backward pass that this tool can follow; {advice}"
+    header = ctx.code(loop).strip().splitlines()[0]
+    return (f"the backward pass at line {ctx.position(backward.node)[0]} runs in the loop at line {ctx.position(loop)[0]} "
+            f"(`{header}`), which does not iterate a DataLoader this tool can follow, so no epoch got set_epoch; {advice}")
 
 
 def _around(ctx: Context, stmt: cst.BaseStatement) -> cst.For | cst.While | None:
