@@ -297,3 +297,16 @@ def test_the_converted_gan_of_functions_trains_under_horovodrun_with_equal_ranks
     assert process.returncode == 0, (process.stdout + process.stderr)[-4000:]
     ranks = [torch.load(tmp_path / f"weights_{r}.pt") for r in (0, 1)]
     assert_same_weights(ranks[1], ranks[0])
+
+
+def test_a_critic_frozen_before_the_generator_backward_is_not_synchronized_after_it() -> None:
+    """`for p in critic.parameters(): p.requires_grad = False` before the generator's backward: that
+    backward gives the critic no gradient and starts no all-reduce of its own, so no
+    `opt_c.synchronize()` follows it (MIG404 would be false)."""
+    source = (Path(__file__).parent / "cases" / "discriminator_toggled" / "input.py").read_text()
+    result = migrate_source(source, "horovod", path="gan.py")
+    assert "opt_c.synchronize()" not in result.new
+    assert not [f for f in result.findings if f.code == "MIG404"]
+    unfrozen = source.replace("                p.requires_grad = False\n", "                p.requires_grad = True\n")
+    again = migrate_source(unfrozen, "horovod", path="gan.py")
+    assert "            generator_loss.backward()\n            opt_c.synchronize()" in again.new

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from migrate.analysis.index import CallSite, Scope, descendants, read_names, spell
+from migrate.analysis.models import requires_grad_switches
 from migrate.analysis.syntax import calls_in
 from migrate.analysis.trained import Owner, Stepped
 from migrate.analysis.training import callee_scope
@@ -189,6 +190,7 @@ def crossing_backwards(ctx: Context, wrapped: list[Wrapped]) -> list[Crossing] |
         ends = ends and ctx.index.parent_of.get(backward.place.stmt) is scope.node and not scope.is_module
         for optimizer in wrapped:
             models = {o.spelling for o in optimizer.owners or []} & reached
+            models = {model for model in models if not _frozen_at(ctx, backward.place.stmt, model)}
             if not models or not optimizer.stepped or any(_steps(stmt, optimizer) for stmt in later):
                 continue
             if ends and _stepped_after_every_call(ctx, scope, optimizer):
@@ -199,6 +201,25 @@ def crossing_backwards(ctx: Context, wrapped: list[Wrapped]) -> list[Crossing] |
                 return None
             found.append(Crossing(backward.place.stmt, backward.node, name, tuple(sorted(models))))
     return found
+
+
+def _frozen_at(ctx: Context, stmt: cst.BaseStatement, model: str) -> bool:
+    """Whether the last switch of `model`'s gradients before `stmt`, in the blocks around it in its
+    function, turns them off (a GAN's `for p in netD.parameters(): p.requires_grad = False` before
+    the generator's backward): that backward then gives `model` no gradient, and starts no all-reduce."""
+    index = ctx.index
+    for holder in index.enclosing_statements(stmt):
+        if isinstance(holder, (cst.FunctionDef, cst.ClassDef)):
+            return False
+        located = index.block_of.get(holder)
+        if located is None:
+            continue
+        block, position = located
+        for earlier in reversed(block.body[:position]):
+            switches = [s for s in requires_grad_switches(index, earlier, {model}) if s.owner == model]
+            if switches:
+                return switches[-1].on is False
+    return False
 
 
 def synchronize_after_crossing_backwards(ctx: Context, crossings: list[Crossing]) -> None:
