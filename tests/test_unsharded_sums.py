@@ -34,7 +34,7 @@ if __name__ == "__main__":
 def test_ddp_averages_the_sums_of_data_every_rank_reads() -> None:
     result = migrate_source(SCRIPT, "ddp")
     assert "MIG101" in {f.code for f in result.findings}
-    assert "total = figures[0].item() / dist.get_world_size()" in result.new
+    assert "total = figures[0].item() / dist.get_world_size()  # the ranks' mean, every rank read every batch\n" in result.new
     assert "seen = round(figures[1].item() / dist.get_world_size())" in result.new
     [mig007] = [f for f in result.findings if f.code == "MIG007"]
     assert "`total`, `seen` averaged over every rank" in mig007.message

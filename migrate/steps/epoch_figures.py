@@ -142,7 +142,8 @@ def _reduce_code(ctx: Context, sums: EpochSums, device: str | None) -> str:
         if name in sums.averaged and name in sums.ints:  # a count every rank made over every batch
             value = f"round({value} / {dist}.get_world_size())"
         elif name in sums.averaged:
-            value += f" / {dist}.get_world_size()  # the ranks' mean, as it is divided by len(loader)"
+            why = "every rank read every batch" if data_not_sharded(ctx) else "as it is divided by len(loader)"
+            value += f" / {dist}.get_world_size()  # the ranks' mean, {why}"
         elif name in sums.ints:
             value = f"int({value})"
         lines.append(f"{name} = {value}\n")
