@@ -113,6 +113,21 @@ def test_an_environment_never_seeded_is_left_alone_with_a_note() -> None:
     assert "seeds its environment from the OS" in result.findings[0].message
 
 
+def test_an_environment_whose_class_seeds_it_is_not_said_to_be_never_seeded() -> None:
+    """`env = Emulator(args)`, its class seeding the emulator from `args.seed` in `__init__`: the
+    same value on every rank, which this conversion does not edit there (MIG101 says where)."""
+    code = PLAYED.replace("SEEDING", "pass").replace("RESET", "").replace(
+        'env = gym.make("CartPole-v1")', "env = Emulator(args)").replace(
+        "\n\ndef main():", "\n\nclass Emulator:\n    def __init__(self, args):\n        self.game = gym.make(\"CartPole-v1\")\n"
+        "        self.game.configure(random_seed=args.seed)\n\n    def reset(self):\n        return self.game.reset()\n\n"
+        "    def step(self, action):\n        return self.game.step(action)\n\n\ndef main():")
+    result = run_step(distributed_sampler, code)
+    assert result.added == []
+    assert [code for code, _ in result.codes] == ["MIG101"]
+    assert result.findings[0].message.startswith(
+        "the training loop plays `env`, whose class seeds it itself (`self.game.configure(random_seed=args.seed)`)")
+
+
 def test_a_seeding_before_setup_reads_the_launchers_rank() -> None:
     code = PLAYED.replace("SEEDING", "pass").replace("RESET", "").replace('    env = gym.make("CartPole-v1")\n', "")
     code = code.replace("\n\ndef main():", "\nenv = gym.make('CartPole-v1')\nenv.seed(3)\n\n\ndef main():")

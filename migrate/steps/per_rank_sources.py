@@ -21,10 +21,13 @@ read with the rank the launcher sets where the seeding runs before setup.
 
 from __future__ import annotations
 
+import os
+
 import libcst as cst
 
 from migrate.analysis.entry import runs_in_process_group
-from migrate.analysis.index import Loop
+from migrate.analysis.index import CallSite, Loop, descendants, spell
+from migrate.analysis.models import foreign_method
 from migrate.analysis.loaders import seeded_sampler
 from migrate.analysis.per_rank_sources import EnvSeed, column_stream, environments
 from migrate.analysis.sites import LoaderSite
@@ -58,6 +61,15 @@ def per_rank_environments(ctx: Context, loop: Loop) -> bool:
     if not found.played:
         return False
     if not found.seeds:
+        seeded = next(((name, line) for name, call in found.played.items()
+                       if (line := _seeded_by_its_class(ctx, name, call)) is not None), None)
+        if seeded is not None:
+            name, line = seeded
+            ctx.report("MIG101", f"the training loop plays `{name}`, whose class seeds it itself (`{line}`), with the same "
+                       "value on every rank unless that value holds the rank: where nothing else the episodes draw "
+                       "differs, every rank plays the same episodes; seed it there with the seed plus the rank",
+                       loop.node)
+            return True
         names = ", ".join(f"`{name}`" for name in found.played)
         ctx.report(RESEEDED, f"the training loop plays {names}, which this script never seeds: each process seeds its "
                    "environment from the OS, so every rank already plays its own episodes; nothing was changed", loop.node)
@@ -65,6 +77,30 @@ def per_rank_environments(ctx: Context, loop: Loop) -> bool:
     for seed in found.seeds:
         _seed_environment(ctx, seed)
     return True
+
+
+def _seeded_by_its_class(ctx: Context, name: str, played: CallSite) -> str | None:
+    """The seeding line in the `__init__` of the class `name` is built from (`env = Env(args)`, its
+    class seeding its emulator: `self.ale.setInt('random_seed', args.seed)`), in this program or in
+    a module of the project; None when there is none."""
+    index = ctx.index
+    binding = next((b for b in index.bindings_of_in(name, played.place.scope) if isinstance(b.value, cst.Call)), None)
+    if binding is None:
+        return None
+    assert isinstance(binding.value, cst.Call)
+    cls = spell(binding.value.func)
+    if cls is None:
+        return None
+    init = index.functions.get(f"{cls}.__init__")
+    body: cst.CSTNode | None = init.node if init is not None else None
+    if body is None and index.qualify(binding.value.func):
+        body = foreign_method(os.path.dirname(ctx.path), index.qualify(binding.value.func) or "", "__init__", ctx.read_module)
+    if body is None:
+        return None
+    for node in descendants(body):
+        if isinstance(node, cst.Call) and "seed" in cst.Module([]).code_for_node(node).lower():
+            return cst.Module([]).code_for_node(node)
+    return None
 
 
 def _seed_environment(ctx: Context, seed: EnvSeed) -> None:
