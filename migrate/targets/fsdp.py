@@ -57,9 +57,11 @@ def from_ddp() -> Conversion:
     from migrate.steps.fsdp_refusals import refuse_double_backward
     from migrate.steps.fsdp_scaler import fsdp_scaler
     from migrate.steps.fsdp_state_dicts import fsdp_state_dicts, refuse_unconverted_state
+    from migrate.steps.fsdp_zero_grad import fsdp_zero_grad
     from migrate.steps.base import Wrapper
 
-    return Conversion(steps=(refuse_double_backward, ddp_to_fsdp, fsdp_scaler, fsdp_state_dicts, refuse_unconverted_state),
+    return Conversion(steps=(refuse_double_backward, ddp_to_fsdp, fsdp_zero_grad, fsdp_scaler, fsdp_state_dicts,
+                             refuse_unconverted_state),
                       artifacts=functools.partial(torchrun_launcher, target="fsdp"), runtime=TORCHRUN,
                       wrapper=Wrapper(code=None, through_module=False))
 
