@@ -99,3 +99,43 @@ def test_the_training_batch_from_argparse_wins_over_an_evaluation_literal() -> N
 def test_a_module_level_evaluation_loader_named_like_the_training_parameter_is_not_the_micro_batch() -> None:
     _result, config = convert(MODULE_EVAL_LOADER)
     assert config["train_micro_batch_size_per_gpu"] == 16
+
+
+MADE_ELSEWHERE = """\
+import argparse
+
+import torch
+import torch.nn as nn
+
+from data import make_loader
+
+
+def train(model, optimizer, train_loader, epochs):
+    for epoch in range(epochs):
+        for x, y in train_loader:
+            optimizer.zero_grad()
+            nn.functional.mse_loss(model(x), y).backward()
+            optimizer.step()
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--batch-size", type=int, default=24)
+    args = parser.parse_args()
+    model = nn.Linear(4, 1).to("cuda" if torch.cuda.is_available() else "cpu")
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    loader = make_loader("train.csv", batch_size=args.batch_size, shuffle=True)
+    train(model, optimizer, loader, 2)
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+def test_a_loader_made_by_another_module_s_helper_gives_its_batch_size_through_the_caller() -> None:
+    """`make_loader(..., batch_size=args.batch_size)` (a module the conversion does not hold),
+    handed to `train(model, optimizer, train_loader, ...)`, whose loop feeds the backward."""
+    result, config = convert(MADE_ELSEWHERE)
+    assert config["train_micro_batch_size_per_gpu"] == 24
+    assert 'ds_config["train_micro_batch_size_per_gpu"] = args.batch_size\n' in result.new

@@ -33,6 +33,7 @@ from functools import partial
 import libcst as cst
 
 from migrate.analysis.index import Scope, read_names, spell
+from migrate.analysis.training import callers_of
 from migrate.analysis.kinds import Kind, data_loaders, unbatched, value_kind
 from migrate.analysis.loaders import bound_where_read, loader_reads
 from migrate.analysis.models import aliases, is_after, top_statement
@@ -477,7 +478,7 @@ def _micro_batch(ctx: Context, engine: ModelOrdering) -> tuple[Read | None, list
     when written in the call, and the DataLoaders' `.batch_size` where the engine is created), and
     why the training loader names seen there are not such DataLoaders."""
     loader = _backward_loader(ctx)
-    batch, written = _loader_batch(ctx, loader) if loader else (None, True)
+    batch, written = _loader_batch(ctx, loader) if loader else (_made_loader_batch(ctx), True)
     names, problems = _visible_loaders(ctx, engine, loader)
     spelled: list[Read | str | None] = [f"{n}.batch_size" for n in names]
     return batch, [batch, *spelled] if written else [*spelled, batch], problems
@@ -496,6 +497,39 @@ def _backward_loader(ctx: Context) -> LoaderSite | None:
     steps = {id(loop.node) for loop in ctx.sites.step_loops}
     fed = (site for site in loaders if id(site.call.place.stmt) in steps or bound_where_read(ctx.index, site.call, reads))
     return next(fed, loaders[0])
+
+
+def _made_loader_batch(ctx: Context) -> Read | None:
+    """Where no DataLoader of the program feeds the backward: the `batch_size=` handed to the call
+    that makes the loader a step loop iterates (`train_loader = create_dataloader_v1(text,
+    batch_size=settings["batch_size"], ...)`, a helper of another module)."""
+    for loop in ctx.sites.step_loops:
+        iterated = loop.node.iter if isinstance(loop.node, cst.For) else None
+        if isinstance(iterated, cst.Name):
+            found = _batch_of_made(ctx, iterated.value, loop.place.scope)
+            if found is not None:
+                return found
+    return None
+
+
+def _batch_of_made(ctx: Context, name: str, scope: Scope, depth: int = 0) -> Read | None:
+    """The `batch_size=` of the call bound to `name` in `scope`, or, for a parameter, in the one
+    caller that hands it (`train(model, train_loader)`), a few calls up."""
+    for binding in ctx.index.bindings_of_in(name, scope):
+        if isinstance(binding.value, cst.Call):
+            batch = next((a for a in binding.value.args if a.keyword is not None and a.keyword.value == "batch_size"), None)
+            if batch is not None:
+                return batch.value, binding.place.scope
+    callers = callers_of(ctx.index, scope) if name in scope.params and depth < 3 else []
+    if len(callers) != 1:
+        return None
+    position = scope.params.index(name)
+    handed = [a for a in callers[0].node.args if a.keyword is None]
+    given = next((a.value for a in callers[0].node.args if a.keyword is not None and a.keyword.value == name), None)
+    given = given if given is not None else handed[position].value if position < len(handed) else None
+    if not isinstance(given, cst.Name):
+        return None
+    return _batch_of_made(ctx, given.value, callers[0].place.scope, depth + 1)
 
 
 def _loader_batch(ctx: Context, loader: LoaderSite) -> tuple[Read | None, bool]:
