@@ -17,11 +17,14 @@ two plain runs on one machine do not collide on a fixed port.
 
 from __future__ import annotations
 
+import os
 import re
+from dataclasses import dataclass
 
 import libcst as cst
 
-from migrate.analysis.index import child_nodes, descendants
+from migrate.analysis.index import child_nodes, descendants, spell
+from migrate.analysis.models import foreign_method
 from migrate.analysis.sites import Entry
 from migrate.analysis.trained import caller_teardown
 from migrate.rewrite import leading_lines
@@ -36,15 +39,68 @@ for {key}, {value} in dict({defaults}).items():
 '''
 
 
+# the backend DDP and FSDP start: gloo for CPU tensors, NCCL for CUDA ones (migrate.targets.ddp)
+GPU_BACKEND = re.compile(r'"cpu:gloo,cuda:nccl" if [\w.]+\.cuda\.is_available\(\) else "gloo"\)')
+
+
 def setup(ctx: Context) -> None:
-    """The target's runtime starts first thing in the entry point (see migrate.runtime)."""
+    """The target's runtime starts first thing in the entry point (see migrate.runtime). A model
+    that makes sparse gradients gets gloo on a GPU host too: NCCL cannot all-reduce them (MIG136)."""
     runtime = ctx.distributed
     code = ctx.spell(runtime.setup)
+    through_module = ctx.wrapper is not None and ctx.wrapper.through_module  # DDP (FSDP2 takes no sparse gradients)
+    sparse = sparse_embedding(ctx) if through_module and GPU_BACKEND.search(code) else None
+    if sparse is not None:
+        code = GPU_BACKEND.sub('"gloo")  # the model\'s sparse gradients: NCCL cannot all-reduce them', code)
+        ctx.report("MIG136", f"`{sparse.code}`{sparse.where} makes sparse gradients, which NCCL cannot all-reduce "
+                   "(\"NCCL does not support all_reduce with sparse tensors\" at the first backward): the process group "
+                   "is gloo on a GPU host too", ctx.sites.entry.setup_before if ctx.sites.entry is not None else None)
     if runtime.environment:
         code = _environment(ctx, runtime) + code
     else:
         code = "\n" + code
     insert_setup(ctx, statements(code))
+
+
+@dataclass(frozen=True)
+class SparseLayer:
+    """An embedding that makes sparse gradients, as written, and where (the module's file, or "")."""
+
+    code: str
+    where: str
+
+
+def sparse_embedding(ctx: Context) -> SparseLayer | None:
+    """`nn.EmbeddingBag(n, d, sparse=True)` in the program, or in the `__init__` of a trained model's
+    class from a module of the project the program does not hold."""
+    found = next((call.node for call in ctx.index.calls if _sparse(call.node)), None)
+    if found is not None:
+        return SparseLayer(ctx.code(found), "")
+    folder = os.path.dirname(ctx.path)
+    for site in ctx.sites.models:
+        for binding in ctx.index.bindings_of(site.spelling):
+            built = _built_by(binding.value)
+            qualified = ctx.index.qualify(built.func) if built is not None else None
+            init = foreign_method(folder, qualified, "__init__", ctx.read_module) if qualified else None
+            layer = next((n for n in descendants(init) if isinstance(n, cst.Call) and _sparse(n)), None) if init else None
+            if layer is not None and built is not None and qualified:
+                module = qualified.rpartition(".")[0].replace(".", "/") + ".py"
+                return SparseLayer(cst.Module([]).code_for_node(layer), f" (in `{ctx.code(built.func)}` of {module})")
+    return None
+
+
+def _built_by(value: cst.BaseExpression | None) -> cst.Call | None:
+    """The constructor call under a chain of method calls: `Net(a).to(device)` -> `Net(a)`."""
+    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and isinstance(value.func.value, cst.Call):
+        value = value.func.value
+    return value if isinstance(value, cst.Call) else None
+
+
+def _sparse(call: cst.Call) -> bool:
+    """`nn.Embedding(..., sparse=True)` or `nn.EmbeddingBag(..., sparse=True)`, by the names' last part."""
+    name = (spell(call.func) or "").rsplit(".", 1)[-1]
+    return name in ("Embedding", "EmbeddingBag") and any(
+        a.keyword is not None and a.keyword.value == "sparse" and spell(a.value) == "True" for a in call.args)
 
 
 def _environment(ctx: Context, runtime: Runtime) -> str:
