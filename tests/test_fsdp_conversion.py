@@ -196,3 +196,17 @@ def test_loads_after_the_shard_keep_the_device_their_files_are_read_to(tmp_path:
             "options=StateDictOptions(full_state_dict=True, broadcast_from_rank0=True, strict=False))") in result.new
     assert ('set_optimizer_state_dict(model, optimizer, named_optimizer_state(model, optimizer, torch.load("optimizer.pt", '
             "map_location=device)), options=StateDictOptions(full_state_dict=True, broadcast_from_rank0=True))") in result.new
+
+
+def test_a_model_moved_under_a_flag_after_a_print_is_sharded_below_the_move_on_its_own_device(tmp_path: Path) -> None:
+    """A WGAN's `print(netD)`, then `if opt.cuda: netD.cuda()`, then the optimizer: the shard goes
+    below the move (as DDP's wrap does), on a mesh of the device the model is on then; above the
+    move, FSDP2's default mesh put the model on the GPU of a host run without the flag."""
+    code = BLOCKS_ELSEWHERE.replace("    model = Net()\n", "    model = Net()\n    print(model)\n"
+                                    "    if len(sys.argv) > 1:\n        model.cuda()\n")
+    result = convert(tmp_path, "import sys\n" + code, files={"layers.py": LAYERS})
+    lines = [line.strip() for line in result.new.splitlines()]
+    moved = lines.index("model.to(device)")  # `.cuda()`: this rank's GPU
+    assert lines[moved + 1].startswith("# sharded on the device the script keeps the model on")
+    assert "device_mesh = init_device_mesh(next(model.parameters()).device.type, (dist.get_world_size(),))" in lines
+    assert lines.index("fully_shard(model, mesh=device_mesh)") > moved

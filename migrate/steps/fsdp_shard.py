@@ -36,11 +36,12 @@ import libcst as cst
 
 from migrate.analysis.blocks import Blocks, model_blocks
 from migrate.analysis.models import aliases, is_after, top_statement
-from migrate.analysis.placement import placed_by_script
+from migrate.analysis.gradients import last_change
+from migrate.analysis.placement import model_moves, placed_by_script
 from migrate.analysis.sites import ModelSite
 from migrate.analysis.state_dicts import moved_names
 from migrate.analysis.index import AttributeUse, Scope, ScriptIndex, free_name, spell
-from migrate.analysis.syntax import argument
+from migrate.analysis.syntax import argument, calls_in
 from migrate.analysis.trained import calls_of, optimizer_owners
 from migrate.analysis.upstream import kwargs_key, unmoved, upstream
 from migrate.steps.base import WRAPPER_SAFE, Context, statements
@@ -70,6 +71,7 @@ def fsdp_shard(ctx: Context) -> None:
 
 def shard(ctx: Context, site: ModelSite) -> None:
     """The fully_shard calls for one model: where DDP would wrap it, or above its optimizer."""
+    _below_its_moves(ctx, site)
     _below_its_casts(ctx, site, model_blocks(ctx.index, site, ctx.path, FsdpOptions.of(ctx.options).shard, ctx.read_module))
     moved, model = _above_its_optimizer(ctx, site)
     if moved is None and not ctx.refused:
@@ -588,6 +590,28 @@ def _cast_parts(ctx: Context, site: ModelSite, blocks: Blocks) -> list[str]:
             continue
         found.append(part)
     return found
+
+
+def _below_its_moves(ctx: Context, site: ModelSite) -> None:
+    """A move of the model before training, under a condition of the script's (`if opt.cuda:
+    netD.cuda()` after `print(netD)`): the shard goes below it, as DDP's wrap does, so that the
+    mesh is the device the script chose (fully_shard would put the model on the GPU itself)."""
+    backward = [call.node for call in ctx.sites.backward_calls]
+    changed = last_change(ctx.index, site, backward, ctx.sites.training_scopes)
+    if changed is None or not _moves_the_model(ctx, site, changed):
+        return
+    anchor = site.wrap_before or site.wrap_after
+    assert anchor is not None
+    block, start = ctx.index.block_of[anchor]
+    between = block.body[start:ctx.index.block_of[changed][1] + 1]
+    if any(ctx.index.qualify(call.func) == "torch.compile" for stmt in between for call in calls_in(stmt)):
+        return  # FSDP2 shards before torch.compile: the shard stays above it
+    site.wrap_before, site.wrap_after = None, changed
+
+
+def _moves_the_model(ctx: Context, site: ModelSite, stmt: cst.BaseStatement) -> bool:
+    """Whether `stmt` is one of the model's moves (analysis.placement)."""
+    return any(move.stmt is stmt or stmt in ctx.index.enclosing_statements(move.stmt) for move in model_moves(ctx.index, site))
 
 
 def _below_its_casts(ctx: Context, site: ModelSite, blocks: Blocks) -> None:
