@@ -59,7 +59,23 @@ def migrate_source(code: str, target: str, options: Options | None = None, path:
                    read_module: ReadModule = read_nothing) -> FileResult:
     """Convert one script's text. Raises InputError on a syntax error; never writes anything.
     Modules of the script's folder (`path`'s) are seen only through `read_module` (the default
-    reads none; migrate_file hands over migrate.project_files.read_from_disk)."""
+    reads none; migrate_file hands over migrate.project_files.read_from_disk). A module of the
+    project whose own `__main__` demo runs what the conversion would edit there makes it convert
+    again without such modules, saying so (MIG137)."""
+    from migrate.project_conversion import DemoRunsEdits
+
+    try:
+        return _migrate_source(code, target, options, path, read_module, demos=True)
+    except DemoRunsEdits as demo:
+        result = _migrate_source(code, target, options, path, read_module, demos=False)
+        findings = sorted([*result.findings, demo.finding], key=lambda f: (f.line, f.col, f.code))
+        return dataclasses.replace(result, findings=tuple(findings))
+
+
+def _migrate_source(code: str, target: str, options: Options | None, path: str, read_module: ReadModule,
+                    demos: bool) -> FileResult:
+    """migrate_source's conversion; `demos`: whether a module with its own `__main__` demo may be
+    converted with the script (analysis.program.join)."""
     import libcst as cst
 
     from migrate.analysis import analyze, frameworks_called
@@ -78,7 +94,7 @@ def migrate_source(code: str, target: str, options: Options | None = None, path:
     walk = project_walk(path, code, read_module)  # walked once, for join and MIG002's message alike
     if not any(word in code for word in PREFILTER_WORDS):
         _check_syntax(code, path)
-        program = join(path, code, read_module, walk=walk)
+        program = join(path, code, read_module, walk=walk, demos=demos)
         imported = {m: m for m in re.findall(r"^\s*(?:from|import)\s+([A-Za-z_]\w*)", code, re.MULTILINE)}
         if program is None:
             return _skipped(path, code, "MIG002", _no_backward_message(imported, code, path, target, read_module, walk))
@@ -90,7 +106,7 @@ def migrate_source(code: str, target: str, options: Options | None = None, path:
         raise InputError(path, error.raw_line, error.raw_column + 1, f"syntax error: {error.message}") from None
     sites = analyze(module) if program is None else analyze(module, program.local_modules(), len(program.script.module.body))
     if program is None:  # the training step, or what it writes, may live in a module of the project
-        program = join(path, code, read_module, step_elsewhere=not sites.backward_calls, walk=walk)
+        program = join(path, code, read_module, step_elsewhere=not sites.backward_calls, walk=walk, demos=demos)
         if program is not None:
             imported = sites.index.imports
             module, sites = program.module, analyze(program.module, program.local_modules(), len(program.script.module.body))

@@ -57,6 +57,7 @@ CODES: dict[str, tuple[Severity, str]] = {
     "MIG132": (Severity.NOTE, "a module of the script's own project is edited with it (the training step, a loader or a write lives there); the message names the entry points of its folder that import it"),
     "MIG134": (Severity.NOTE, "a module named on its own was converted through the one entry point of its folder that imports it: that script's result (and the modules it edits) stands for it"),
     "MIG135": (Severity.WARNING, "a library module of the project that the script imports was not read with it (it binds a top-level name the script or another module binds too): what runs there is not converted"),
+    "MIG137": (Severity.NOTE, "a module of the script's project was not converted with it: its own `__main__` block runs what the conversion would edit there"),
     "MIG136": (Severity.NOTE, "the model makes sparse gradients (an embedding with sparse=True), which NCCL cannot all-reduce: the process group is gloo on a GPU host too"),
     "MIG133": (Severity.WARNING, "a module of the script's project that the conversion would edit is imported by other entry points of its folder too: left unchanged"),
     "MIG900": (Severity.ERROR, "the file could not be read, parsed or written (message says why); nothing was written"),

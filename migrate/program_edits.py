@@ -6,7 +6,8 @@ statements, so applying the plan to that module applies the edits that belong to
 other. Imports are the one edit keyed by no node: a file gets those its new code reads and does not
 bind (the ones the steps scheduled, the script's or another part's own imports of a name the new
 code reuses, and `from engine import Block` for a class or function another module defines), found by applying once without them (unbound.introduced_unbound_names), then
-again with them; what the rewrite made unused goes as for one file (unused_imports).
+again with them; what the rewrite made unused goes as for one file (unused_imports). A module's functions that only
+its own `__main__` demo runs are left as they are (module_demo).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from migrate.analysis.program import Part, Program
+from migrate.module_demo import demo_only_definitions
 from migrate.rewrite import EditPlan
 from migrate.unbound import introduced_unbound_names, module_level_names
 from migrate.unused_imports import drop_imports_made_unused
@@ -44,15 +46,38 @@ def apply_to_parts(plan: EditPlan, program: Program, import_stmts: list[cst.Simp
     texts: list[PartText] = []
     for part in program.parts:
         guards = module_guards if part is not program.script and module_guards else {}
-        bare = _applied(plan, part.module, [], import_stmts, is_stdlib, guards)
+        module = _demo_kept(part, program)
+        bare = _applied(plan, module, [], import_stmts, is_stdlib, guards)
         missing = [name for name, _line, _col in introduced_unbound_names(part.text, bare)]
         # a star import binds every name for the unbound check: a name the steps import is still
         # imported where the new code reads it and the file binds it by no name of its own
         missing += sorted(((scheduled | set(providers)) & _loaded(bare)) - _loaded(part.text) - module_level_names(part.text))
         lines = list(dict.fromkeys(providers[name] for name in missing if name in providers))
-        new = _applied(plan, part.module, lines, import_stmts, is_stdlib, guards) if lines else bare
-        texts.append(PartText(part, drop_imports_made_unused(part.text, new)))
+        new = _applied(plan, module, lines, import_stmts, is_stdlib, guards) if lines else bare
+        texts.append(PartText(part, _imports_made_unused_dropped(part, new)))
     return texts
+
+
+def _demo_kept(part: Part, program: Program) -> cst.Module:
+    """The part's module as the plan is applied to it: for a module with its own `__main__` demo,
+    the functions and classes only that demo runs (module_demo.demo_only_definitions) are given as
+    copies, which the plan's edits, keyed by the program's nodes, leave as they are."""
+    if not part.tail:
+        return part.module
+    others = [each.text for each in program.parts if each is not part]
+    kept = demo_only_definitions(part.text, part.tail, others)
+    body = [stmt.deep_clone() if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)) and stmt.name.value in kept else stmt
+            for stmt in part.module.body]
+    return part.module.with_changes(body=body) if kept else part.module
+
+
+def _imports_made_unused_dropped(part: Part, new: str) -> str:
+    """`new` without the imports the rewrite made unused, the module's own `__main__` blocks (its
+    `tail`, which the rewrite never edits) counted as readers."""
+    if not part.tail:
+        return drop_imports_made_unused(part.text, new)
+    whole = drop_imports_made_unused(part.text + part.tail, new + part.tail)
+    return whole[:-len(part.tail)] if whole.endswith(part.tail) else new
 
 
 def _applied(plan: EditPlan, module: cst.Module, lines: list[str], import_stmts: list[cst.SimpleStatementLine],

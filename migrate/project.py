@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -176,6 +177,22 @@ def is_entry_point(text: str) -> bool:
     return parsed is not None and parsed.entry
 
 
+def trailing_main_start(text: str) -> int | None:
+    """Where a module's own demo starts: the offset of the first of the `if __name__ == "__main__":`
+    blocks that end its top level, when nothing above them runs when started (a library that tests
+    itself as a script); else None (no such block, or other code runs: an entry point)."""
+    tree = _tree(text)
+    if tree is None:
+        return None
+    start = len(tree.body)
+    while start and _is_main_block(tree.body[start - 1]):
+        start -= 1
+    if start == len(tree.body) or not start or _runs(ast.Module(body=tree.body[:start], type_ignores=[]), top_level_names(tree)):
+        return None
+    lines = re.findall(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$", text)
+    return sum(len(line) for line in lines[:tree.body[start].lineno - 1])
+
+
 def runs_when_started(text: str) -> bool:
     """An entry point (`is_entry_point`), or a file whose module-level code calls what it imports
     (`engine.fit(model, ...)`): it does something when started."""
@@ -325,12 +342,19 @@ def _dotted(stem: str, root: str) -> str:
     return ".".join(_parts(stem, root) or [])
 
 
-def _parse(text: str) -> _Parsed | None:
+def _tree(text: str) -> ast.Module | None:
+    """The module's syntax tree; None when it is too large or does not parse."""
     if len(text) > MODULE_SIZE_LIMIT:
         return None
     try:
-        tree = ast.parse(text)
+        return ast.parse(text)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+
+
+def _parse(text: str) -> _Parsed | None:
+    tree = _tree(text)
+    if tree is None:
         return None
     imports = [node for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))]
     imports.sort(key=lambda node: (node.lineno, node.col_offset))
@@ -392,6 +416,10 @@ def _runs(tree: ast.Module, defines: set[str]) -> bool:
             if isinstance(func, ast.Name) and func.id in defines:
                 return True
     return False
+
+
+def _is_main_block(node: ast.stmt) -> bool:
+    return isinstance(node, ast.If) and _is_main_test(node.test)
 
 
 def _is_main_test(test: ast.expr) -> bool:

@@ -4,7 +4,8 @@ as one file is, then split into one result per file (program_edits).
 
 A module is edited only when the script is the one entry point of its folder that imports it (the
 others would get a module that needs the launcher): otherwise the whole conversion is refused
-(MIG133, naming them). Each edited module says which entry points were considered (MIG132).
+(MIG133, naming them). A module whose own `__main__` block runs what would be edited there is not
+converted with the script (DemoRunsEdits: the caller converts again without it; MIG137). Each edited module says which entry points were considered (MIG132).
 Positions are the program's until here; each finding goes to the file that holds its line, and a
 `line N` in its words names the file when that is another one.
 """
@@ -17,11 +18,22 @@ from dataclasses import dataclass
 
 from migrate.analysis.program import LeftOut, Part, Program
 from migrate.findings import finding
+from migrate.module_demo import MODULE_LEVEL, edited_names_the_demo_runs
 from migrate.program_edits import apply_to_parts
 from migrate.project import importing_entry_points
 from migrate.project_files import ReadModule, python_files
 from migrate.records import Artifact, FileResult, Finding
 from migrate.unbound import introduced_unbound_names
+
+
+class DemoRunsEdits(Exception):
+    """A module of the program ends with its own `__main__` block that runs what the conversion
+    edits there to need the launcher (module_demo): the caller converts again without such modules,
+    and adds the finding (MIG137) that says why."""
+
+    def __init__(self, said: Finding) -> None:
+        super().__init__(said.message)
+        self.finding = said
 
 
 @dataclass(frozen=True)
@@ -69,6 +81,9 @@ def program_result(run: ProgramRun, plan_texts: list[tuple[Part, str]], read_mod
     candidates = [os.path.join(folder, name) for name in names]
     modules: list[FileResult] = []
     for part in edited:
+        demo_runs = edited_names_the_demo_runs(part.text, texts[part.path], part.tail) if part.tail else []
+        if demo_runs:
+            raise DemoRunsEdits(_demo_runs_edits(part, demo_runs, folder))
         importers = [each for each in importing_entry_points(part.path, candidates, read_module)
                      if os.path.normpath(each.path) != os.path.normpath(path)]
         if importers:
@@ -132,6 +147,8 @@ def _edited_note(part: Part, script: str, folder: str, listed: bool) -> Finding:
     """MIG132: the module is edited with the script, and which entry points were considered."""
     others = ("no other entry point of its folder imports it" if listed
               else "the other files of its folder were not listed, so other importers were not looked for")
+    if part.tail:
+        others += f"; its own `__main__` block (line {part.tail_line}) runs nothing the conversion made need the launcher"
     return finding("MIG132", f"edited with {os.path.relpath(script, folder) if folder else script}, the entry "
                              f"point that imports it, as one program: {others}", 1, 1)
 
@@ -143,6 +160,16 @@ def _shared_module(part: Part, importers: list, folder: str, script: str) -> Fin
                              f"lives there), which other entry points of the folder import too: {named}; edited, it "
                              "would need the launcher's process group under them as well. Left unchanged (and the "
                              "module too): give this script its own copy of the module, or convert by hand", 1, 1)
+
+
+def _demo_runs_edits(part: Part, names: list[str], folder: str) -> Finding:
+    """MIG137: the module's own `__main__` block runs what the conversion would edit in it."""
+    named = ", ".join(name if name == MODULE_LEVEL else f"`{name}`" for name in names[:4]) + (", ..." if len(names) > 4 else "")
+    return finding("MIG137", f"`{_file(part, folder)}` (imported here) was not converted with this script: its own "
+                             f"`__main__` block (line {part.tail_line}) runs {named}, which the conversion would edit "
+                             "to need the launcher's process group, and that block runs as one process; what the "
+                             "module does for this script is left as it is: move the block to a script of its own to "
+                             "have the module converted", part.imported_at, 1)
 
 
 def _file(part: Part, folder: str) -> str:

@@ -139,3 +139,45 @@ def test_a_loader_made_by_another_module_s_helper_gives_its_batch_size_through_t
     result, config = convert(MADE_ELSEWHERE)
     assert config["train_micro_batch_size_per_gpu"] == 24
     assert 'ds_config["train_micro_batch_size_per_gpu"] = args.batch_size\n' in result.new
+
+
+HELPER_MODULE = """\
+from torch.utils.data import DataLoader, TensorDataset
+
+
+def make_loader(features, targets, batch_size=4, shuffle=True):
+    return DataLoader(TensorDataset(features, targets), batch_size=batch_size, shuffle=shuffle)
+
+
+if __name__ == "__main__":
+    print("a demo of its own: the helper module runs as a script too")
+"""
+
+MADE_BY_A_JOINED_HELPER = MADE_ELSEWHERE.replace(
+    '    loader = make_loader("train.csv", batch_size=args.batch_size, shuffle=True)\n',
+    "    features, targets = torch.randn(64, 4), torch.randn(64, 1)\n"
+    "    loader = make_loader(features, targets, batch_size=args.batch_size)\n"
+    "    held_out = make_loader(features[:8], targets[:8], batch_size=2, shuffle=False)\n")
+
+
+def test_a_helper_joined_with_the_script_gives_the_batch_size_its_training_caller_hands_it() -> None:
+    """data.py (with a `__main__` demo of its own) is converted with the script: its DataLoader's
+    `batch_size=batch_size` is the parameter, which two calls hand; the micro-batch is the one of
+    the call whose loader the step loop iterates, never the held-out loader's 2."""
+    files = {"/p/data.py": HELPER_MODULE}
+    result = migrate_source(MADE_BY_A_JOINED_HELPER, "deepspeed", path="/p/train.py", read_module=files.get)
+    [config] = [json.loads(a.text) for a in result.artifacts if a.path.endswith("ds_config.json")]
+    assert config["train_micro_batch_size_per_gpu"] == 24
+    assert 'ds_config["train_micro_batch_size_per_gpu"] = args.batch_size\n' in result.new
+    assert not [f for f in result.findings if f.code == "MIG116"]
+    [data] = result.modules
+    assert "sampler=DistributedSampler(" in data.new and data.new.endswith(HELPER_MODULE[HELPER_MODULE.index("if __name__"):])
+
+
+def test_a_helper_of_the_script_called_once_gives_the_batch_size_its_caller_hands_it() -> None:
+    code = MADE_BY_A_JOINED_HELPER.replace("from data import make_loader\n", HELPER_MODULE.split("\n\n\nif")[0] + "\n")
+    code = code.replace("    held_out = make_loader(features[:8], targets[:8], batch_size=2, shuffle=False)\n", "")
+    code = code.replace("make_loader(features, targets, batch_size=args.batch_size)", "make_loader(features, targets, args.batch_size)")
+    result, config = convert(code)
+    assert config["train_micro_batch_size_per_gpu"] == 24
+    assert 'ds_config["train_micro_batch_size_per_gpu"] = args.batch_size\n' in result.new

@@ -1,11 +1,13 @@
-"""A function of a module of the project that the conversion does not edit (it has its own
-`__main__` block) and that writes files: `plot_latents(model, loader, path)` from tools.py, called
-after each epoch with its result unused.
+"""A function of a module of the project that writes files and whose module ends with its own
+`__main__` block: `plot_latents(model, loader, path)` from tools.py, called after each epoch with
+its result unused.
 
-- DDP hands it `model.module` (its forward joins no other rank): the call runs on rank 0 only, and
-  MIG106 names the module and the write it found there.
-- FSDP's forward of the sharded model is collective: the call stays on every rank, and MIG120 says
-  every rank writes the same files and where to guard them.
+- DDP hands it `model.module` (its forward joins no other rank) and runs the call on rank 0 only;
+  guarding the write inside tools.py would need the process group in the module's own demo, so
+  tools.py is not edited: MIG106 names the module and the write, MIG137 says why the module is kept.
+- FSDP's forward of the sharded model is collective: the call stays on every rank, and tools.py is
+  edited with the program (its demo needs no launcher for that edit): the write itself runs on rank
+  0 only, guarded by the launcher's RANK, which a plain run of the demo does not set.
 Conversion only."""
 
 from __future__ import annotations
@@ -85,13 +87,21 @@ def test_ddp_runs_the_writing_helper_on_rank_zero_and_names_its_write(tmp_path: 
     assert '            if dist.get_rank() == 0:\n                plot_latents(model.module, loader, f"latents_{epoch}.png")\n' in result.new
     [note] = [f for f in result.findings if f.code == "MIG106"]
     assert note.message == "`plot_latents(...)` of tools.py writes files (`plt.savefig(path)`): it now runs on rank 0 only"
-    assert not result.modules  # tools.py has its own __main__: never edited
+    assert not result.modules  # its own __main__ would run the edit without the launcher: MIG137
 
 
-def test_fsdp_leaves_it_on_every_rank_and_says_every_rank_writes(tmp_path: Path) -> None:
+def test_ddp_says_why_the_module_is_not_edited(tmp_path: Path) -> None:
+    result = converted(tmp_path, "ddp")
+    [kept] = [f for f in result.findings if f.code == "MIG137"]
+    assert "`tools.py` (imported here) was not converted with this script: its own `__main__` block (line 13) runs " \
+           "`plot_latents`" in kept.message
+
+
+def test_fsdp_keeps_the_call_on_every_rank_and_guards_the_write_in_the_module(tmp_path: Path) -> None:
     result = converted(tmp_path, "fsdp")
     assert '            plot_latents(model, loader, f"latents_{epoch}.png")\n' in result.new
-    [warning] = [f for f in result.findings if f.code == "MIG120"]
-    assert warning.message.startswith("`plot_latents(...)` of tools.py writes files (`plt.savefig(path)`), and it may run "
-                                      "the model that every rank must join: left on every rank")
-    assert 'guard its writes there with `if os.environ.get("RANK", "0") == "0":`' in warning.message
+    assert not [f for f in result.findings if f.code in ("MIG106", "MIG120")]
+    [tools] = result.modules
+    assert tools.path.endswith("tools.py")
+    assert '    if os.environ.get("RANK", "0") == "0":\n        plt.savefig(path)\n' in tools.new
+    assert tools.new.endswith('if __name__ == "__main__":\n    plot_latents(torch.load(sys.argv[1]), [], "latents.png")\n')

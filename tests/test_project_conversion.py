@@ -105,6 +105,50 @@ def test_a_module_another_entry_point_imports_is_not_edited(tmp_path: Path) -> N
             "points of the folder import too: report.py (line 1: `from utils import say`)") in mig133.message
 
 
+def test_a_module_with_its_own_demo_is_edited_and_its_demo_kept(tmp_path: Path) -> None:
+    """utils.py ends with a demo of its own that runs neither make_loader nor say: the module is
+    edited with the script (the loader sharded where it is built), the demo written back byte for
+    byte, the note says the demo was considered, and a second run changes nothing."""
+    folder = _copy("engine_loop", tmp_path)
+    demo = ('\n\nif __name__ == "__main__":\n    mean = RunningMean()\n    mean.add(2.0)\n'
+            '    print("demo:", mean.value())\n')
+    (folder / "utils.py").write_text((folder / "utils.py").read_text() + demo)
+    results = _results(folder / "train.py", "ddp")
+    utils = results["utils.py"]
+    assert "sampler=DistributedSampler(train_dataset, shuffle=True)" in utils.new
+    assert utils.new.endswith(demo) and 'print("demo:", mean.value())' not in _added(utils)
+    [note] = utils.findings
+    assert note.message.endswith("no other entry point of its folder imports it; its own `__main__` block (line 31) "
+                                 "runs nothing the conversion made need the launcher")
+    assert utils.old.splitlines()[30] == 'if __name__ == "__main__":'
+    written = subprocess.run([sys.executable, "-m", "migrate", "to-ddp", "train.py", "--write"], cwd=folder,
+                             capture_output=True, text=True)
+    assert written.returncode == 0, written.stderr
+    assert (folder / "utils.py").read_text() == utils.new
+    again = subprocess.run([sys.executable, "-m", "migrate", "to-ddp", "train.py", "--check"], cwd=folder,
+                           capture_output=True, text=True)
+    assert again.returncode == 0, again.stdout + again.stderr
+
+
+def test_a_module_whose_demo_runs_an_edited_function_is_not_edited(tmp_path: Path) -> None:
+    """The demo calls `preview()`, which calls make_loader: sharded, the demo would need the
+    launcher's process group. The script is converted without utils.py, and MIG137 says why, on the
+    line that imports it; the loader left unsharded is named (MIG101)."""
+    folder = _copy("engine_loop", tmp_path)
+    demo = ('\n\ndef preview():\n    return next(iter(make_loader(8, 4)))\n\n\n'
+            'if __name__ == "__main__":\n    print(preview()[0].shape)\n')
+    (folder / "utils.py").write_text((folder / "utils.py").read_text() + demo)
+    results = _results(folder / "train.py", "ddp")
+    train = results["train.py"]
+    assert "utils.py" not in results and "model = DDP(model)" in _added(train)
+    assert [each.code for each in results["engine.py"].findings] == ["MIG101"]
+    assert results["engine.py"].new == results["engine.py"].old
+    [mig137] = [each for each in train.findings if each.code == "MIG137"]
+    assert train.old.splitlines()[mig137.line - 1] == "from utils import make_loader, say"
+    assert mig137.message.startswith("`utils.py` (imported here) was not converted with this script: its own "
+                                     "`__main__` block (line 35) runs `make_loader`, which the conversion would edit")
+
+
 def test_the_folder_run_lists_each_module_once(tmp_path: Path) -> None:
     folder = _copy("engine_loop", tmp_path)
     results = list(migrate_paths([str(folder)], "ddp"))

@@ -154,9 +154,11 @@ def test_a_module_no_entry_point_imports_says_so(tmp_path: Path) -> None:
 
 
 def test_a_module_with_its_own_entry_point_is_named_as_the_one_to_convert() -> None:
+    """engine.py runs when started (a module-level call of its own function; a trailing `__main__`
+    demo alone would not make it an entry point: tests/test_project_conversion.py)."""
     files = {"/r/engine.py": ("import torch\n\n\ndef fit(model, opt):\n    model(torch.ones(1, 2)).sum().backward()\n"
-                              "    opt.step()\n\n\nif __name__ == '__main__':\n    net = torch.nn.Linear(2, 1)\n"
-                              "    fit(net, torch.optim.SGD(net.parameters(), lr=0.1))\n")}
+                              "    opt.step()\n\n\ndef main():\n    net = torch.nn.Linear(2, 1)\n"
+                              "    fit(net, torch.optim.SGD(net.parameters(), lr=0.1))\n\n\nmain()\n")}
     script = ("import torch\nimport engine\n\nnet = torch.nn.Linear(2, 1)\nfor _ in range(3):\n"
               "    engine.fit(net, None)\n")
     [mig002] = migrate_source(script, "ddp", path="/r/train.py", read_module=files.get).findings

@@ -157,10 +157,12 @@ if __name__ == "__main__":
 
 
 def test_a_class_of_another_module_that_opens_a_visdom_window_is_made_on_rank_zero_only(tmp_path: Path) -> None:
-    """visualizer.py has its own `__main__` (not read with the script as one program); its class
-    opens a Visdom connection in `__init__`: every rank would plot each point, so it is made on rank 0."""
+    """visualizer.py's class opens a Visdom connection in `__init__`: every rank would plot each
+    point, so it is made on rank 0; its methods, which only that one instance runs, are left as
+    written (visualizer.py is read with the script, its own `__main__` block aside, and not edited)."""
     (tmp_path / "visualizer.py").write_text(VISUALIZER)
     result = migrate_source(USES_VISUALIZER, "ddp", path=str(tmp_path / "train.py"), read_module=read_from_disk)
     assert '    vis = (Visualizer(env="demo") if dist.get_rank() == 0 else None) if args.vis else None\n' in result.new
     assert '        if vis is not None:\n            vis.scalar("loss", step, loss.item())\n' in result.new
     assert not result.modules
+    assert not [f for f in result.findings if f.code == "MIG137"]

@@ -9,8 +9,9 @@ statements of each part are the very nodes of that part's own module (`Part.modu
 the steps key by node apply to the file that holds the node; a part's text is the program's text
 from its first line, so a position in the program is a position in one file (`Program.place`).
 
-A module joins the program only when it is a library (no `__main__` block, no top-level code that
-runs: project.is_entry_point) whose top-level names do not collide with the script's or another
+A module joins the program only when it is a library (no top-level code that runs:
+project.is_entry_point; its own demo, `if __name__ == "__main__":` blocks that end the file, is held
+out of the program as the part's `tail` and written back after it unchanged) whose top-level names do not collide with the script's or another
 part's, and whose text parses back to itself; anything else is left out (the conversion then sees
 it as today: through the reader, for MIG002's words). The names the parts import from each other
 (`from engine import train_one_epoch`, `import engine`) are resolved by the index as functions and
@@ -29,7 +30,7 @@ from functools import cache, cached_property
 
 import libcst as cst
 
-from migrate.project import Graph, is_entry_point, project_graph, runs_when_started, top_level_names
+from migrate.project import Graph, is_entry_point, project_graph, runs_when_started, top_level_names, trailing_main_start
 from migrate.project_files import ReadModule
 
 SENTINEL = "pass\n"
@@ -37,6 +38,7 @@ MAX_PARTS = 12  # modules joined to one script at most
 JOIN_DEPTH = 2  # imports followed from the script
 # what a module must mention to be joined to a script that trains by itself: a write, a save, a download, a TensorBoard or visdom writer
 WRITE_WORDS = ("backward", ".save(", "open(", "urlretrieve", "download", "makedirs", "mkdir", ".savefig(", "print(", "SummaryWriter(", "Visdom(")
+JOIN_WORDS = (*WRITE_WORDS, "DataLoader(")  # or a loader to shard where it is built
 
 
 @dataclass(frozen=True, eq=False)
@@ -54,10 +56,19 @@ class Part:
     header_lines: int = 0  # its leading comment lines, which a sentinel line follows in the program
     shift: int = 0  # 1 for a module: the program holds one line (that sentinel) the file does not
     imported_at: int = 1  # the script's line that imports it, directly or through another module
+    tail: str = ""  # the module's own trailing `if __name__ == "__main__":` blocks, held out of the program
 
     def as_written(self, new: str) -> str:
-        """The file's new text, without the newline parsing added at its end."""
+        """The file's new text, without the newline parsing added at its end; a module's own
+        `__main__` blocks follow it unchanged."""
+        if self.tail:
+            return new + self.tail
         return new[:-1] if self.original != self.text and new.endswith("\n") else new
+
+    @property
+    def tail_line(self) -> int:
+        """The file's line of the first of its own `__main__` blocks (0: none)."""
+        return self.text.count("\n") + 1 if self.tail else 0
 
     @property
     def last_line(self) -> int:
@@ -124,22 +135,29 @@ def project_walk(script_path: str, script_text: str, read: ReadModule) -> Callab
 
 
 def join(script_path: str, script_text: str, read: ReadModule, step_elsewhere: bool = True,
-         walk: Callable[[], Graph] | None = None) -> Program | None:
+         walk: Callable[[], Graph] | None = None, demos: bool = True) -> Program | None:
     """The program of the script and the library modules of its project it imports (at most
     JOIN_DEPTH imports away), or None when no module can join. `step_elsewhere`: only when one of
     them runs a backward (the script has none); else when one of them writes, saves or downloads.
-    `walk`: the caller's project_walk of the script, when it shares the graph."""
+    `walk`: the caller's project_walk of the script, when it shares the graph. `demos`: whether a
+    module that ends with its own `__main__` demo may join (held out of the program as its tail)."""
     if not runs_when_started(script_text):
         return None  # a library module alone: its conversion is refused (MIG119), never joined
     graph = (walk or project_walk(script_path, script_text, read))()
     dotted = {link.module: link.dotted for link in graph.links}
     candidates: list[tuple[str, str, str]] = []
+    tails: dict[str, str] = {}
     for path in graph.modules()[:MAX_PARTS]:
         text = read(path)
-        if text is None or not text.strip() or is_entry_point(text) or os.path.basename(path) == "__init__.py":
+        if text is None or not text.strip() or os.path.basename(path) == "__init__.py":
             continue
+        if is_entry_point(text):
+            start = trailing_main_start(text) if demos else None
+            if start is None:
+                continue  # it runs when started: another entry point, never joined
+            text, tails[path] = text[:start], text[start:]
         candidates.append((path, dotted[path], text))
-    words = ("backward",) if step_elsewhere else WRITE_WORDS
+    words = ("backward",) if step_elsewhere else JOIN_WORDS
     if not any(word in text for _path, _name, text in candidates for word in words):
         return None  # nothing there this conversion would find
     taken = _top_names(script_text)
@@ -152,8 +170,8 @@ def join(script_path: str, script_text: str, read: ReadModule, step_elsewhere: b
         if names is None:
             continue
         if names & taken:
-            if not any(word in text for word in WRITE_WORDS):
-                continue  # nothing there a conversion would change: no word about it
+            if path in tails or not any(word in text for word in WRITE_WORDS):
+                continue  # a module with a demo of its own, or nothing there a conversion would change: no word about it
             chain = graph.chain_to(path)
             left_out.append(LeftOut(path, tuple(sorted(names & taken)), chain[0].line if chain else 1))
             continue
@@ -163,7 +181,8 @@ def join(script_path: str, script_text: str, read: ReadModule, step_elsewhere: b
     if program is None:
         return None
     chains = {path: graph.chain_to(path) for path, _name, _text in joined}
-    parts = (program.script, *(dataclasses.replace(part, imported_at=chains[part.path][0].line if chains.get(part.path) else 1)
+    parts = (program.script, *(dataclasses.replace(part, imported_at=chains[part.path][0].line if chains.get(part.path) else 1,
+                                                   tail=tails.get(part.path, ""), original=part.original + tails.get(part.path, ""))
                                for part in program.modules))
     return dataclasses.replace(program, parts=parts, left_out=tuple(left_out))
 

@@ -480,6 +480,8 @@ def _micro_batch(ctx: Context, engine: ModelOrdering) -> tuple[Read | None, list
     loader = _backward_loader(ctx)
     batch, written = _loader_batch(ctx, loader) if loader else (_made_loader_batch(ctx), True)
     names, problems = _visible_loaders(ctx, engine, loader)
+    if not names and loader and batch is not None and isinstance(batch[0], cst.Name) and batch[0].value in batch[1].params:
+        batch = _made_loader_batch(ctx) or _as_the_caller_hands_it(ctx, batch)  # built by a helper: its caller's value
     spelled: list[Read | str | None] = [f"{n}.batch_size" for n in names]
     return batch, [batch, *spelled] if written else [*spelled, batch], problems
 
@@ -530,6 +532,25 @@ def _batch_of_made(ctx: Context, name: str, scope: Scope, depth: int = 0) -> Rea
     if not isinstance(given, cst.Name):
         return None
     return _batch_of_made(ctx, given.value, callers[0].place.scope, depth + 1)
+
+
+def _as_the_caller_hands_it(ctx: Context, read: Read | None, depth: int = 0) -> Read | None:
+    """A batch size that is a parameter of the function building the loader (`DataLoader(dataset,
+    batch_size=batch_size)` in `create_dataloader_v1(txt, batch_size=4)`), read where the one caller
+    of that function hands it (`batch_size=settings["batch_size"]`), a few calls up; else as it is."""
+    if read is None or not isinstance(read[0], cst.Name) or read[0].value not in read[1].params or depth >= 3:
+        return read
+    name, scope = read[0].value, read[1]
+    callers = callers_of(ctx.index, scope)
+    if len(callers) != 1:
+        return read
+    position = scope.params.index(name)
+    handed = [a for a in callers[0].node.args if a.keyword is None and not a.star]
+    given = next((a.value for a in callers[0].node.args if a.keyword is not None and a.keyword.value == name), None)
+    given = given if given is not None else handed[position].value if position < len(handed) else None
+    if given is None:
+        return read
+    return _as_the_caller_hands_it(ctx, (given, callers[0].place.scope), depth + 1)
 
 
 def _loader_batch(ctx: Context, loader: LoaderSite) -> tuple[Read | None, bool]:

@@ -76,6 +76,8 @@ def rank_zero(ctx: Context) -> None:
     runs = _bound_names(index, lambda q: q == "wandb.init")
     images = {b.target for b in index.bindings if isinstance(b.value, cst.Call) and _makes_image(index, b.value)}
     for call in index.calls:
+        if call.place.scope.class_name in factories:
+            continue  # a method of a writer class (`Visualizer.scalar`): only rank 0 makes one, so only rank 0 runs it
         kind = _sink_kind(index, call, loggers, writers, runs)
         if kind == "create" and call.place.scope.name in factories:
             continue  # `writer = SummaryWriter(...)` ... `return writer`: made where the factory is called

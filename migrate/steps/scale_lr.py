@@ -6,7 +6,9 @@ some group has no 'lr' of its own (otherwise no group reads it); groups built el
 variable, a comprehension, a function of the script) are scaled by a loop over `param_groups` right
 after the optimizer is built, before a scheduler reads them, or reported for scaling by hand; a list
 of groups written out once, none with an 'lr', only has lr= scaled. A OneCycleLR/CyclicLR rate
-written as a list (one per group) is scaled entry by entry. MIG004 says what was scaled.
+written as a list (one per group) is scaled entry by entry. A rate the script writes into the groups
+itself (`optimizer.param_groups[0]["lr"] = lr * decay`, or `group["lr"] = lr` in a loop over
+`optimizer.param_groups`) would replace the scaled one: it is scaled too. MIG004 says what was scaled.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ DEFAULT_LR = {f"torch.optim.{name}": value for name, value in {
 def scale_lr(ctx: Context) -> None:
     """`--scale-lr` (off unless asked)."""
     if ProcessOptions.of(ctx.options).scale_lr:
-        scale_learning_rates(ctx)
+        report_rate_writes(ctx, scale_learning_rates(ctx))
 
 
 def scale_lr_unless_declined(ctx: Context) -> None:
@@ -57,6 +59,7 @@ def scale_lr_unless_declined(ctx: Context) -> None:
             ctx.report("MIG004", f"{each.what} multiplied by {ctx.world_size()}{each.detail} (Horovod's recipe: each rank "
                        "keeps its batch, so the global batch grows with the ranks); --no-scale-lr keeps the script's",
                        each.node)
+        report_rate_writes(ctx, scaled)
 
 
 PLAIN = "the learning rate is"
@@ -104,7 +107,73 @@ def scale_learning_rates(ctx: Context) -> list[Scaled]:
                 rate = argument(call.node, keyword, position)
                 if rate is not None:
                     _scale_rates(ctx, rate, world)
+    if scaled:
+        for write in rate_writes(ctx):
+            _scale_written_rate(ctx, write, world)
     return scaled
+
+
+def report_rate_writes(ctx: Context, scaled: list[Scaled]) -> None:
+    """MIG004 at the first rate the script writes into the groups itself, naming each such line."""
+    writes = rate_writes(ctx) if scaled else []
+    if writes:
+        lines = ", ".join(str(ctx.position(w)[0]) for w in writes)
+        ctx.report("MIG004", f"the rate the script writes into the parameter groups itself (line{'s' if len(writes) > 1 else ''} "
+                   f"{lines}) is multiplied by {ctx.world_size()} too: it replaces the optimizer's scaled one", writes[0])
+
+
+def rate_writes(ctx: Context) -> list[cst.Assign]:
+    """`x.param_groups[i]["lr"] = value`, and `group["lr"] = value` in `for group in x.param_groups:`,
+    in the order written. Not one that starts from a rate already scaled: an `*=`, or a value that
+    reads the groups' rates or a scheduler's (`group["lr"] * 0.1`, `scheduler.get_last_lr()[0]`),
+    itself or through a name bound from them."""
+    module = ctx.index.module
+    loops = [n for n in descendants(module) if isinstance(n, cst.For) and _over_param_groups(n.iter)]
+    group_names = {n.target.value for n in loops if isinstance(n.target, cst.Name)}
+    assigns = [n for n in descendants(module) if isinstance(n, cst.Assign) and len(n.targets) == 1]
+    derived = {spell(a.targets[0].target) for a in assigns if _reads_a_rate(a.value, group_names)}
+    reads = group_names | {name for name in derived if name is not None}
+    writes = [n for n in assigns if _writes_rate(n.targets[0].target, group_names) and not _reads_a_rate(n.value, reads)]
+    return sorted(writes, key=lambda w: ctx.position(w))
+
+
+# words of a value that starts from a rate the optimizer or a scheduler already holds
+RATE_READS = ("param_groups", "get_lr", "get_last_lr", "_last_lr", "initial_lr")
+
+
+def _reads_a_rate(value: cst.BaseExpression, names: set[str]) -> bool:
+    """Whether `value` reads the optimizer's groups or a scheduler's rates, or one of `names` (a
+    loop's group, a name bound from such a read)."""
+    for node in descendants(value):
+        if isinstance(node, cst.Name) and (node.value in RATE_READS or node.value in names):
+            return True
+        if isinstance(node, cst.Attribute) and node.attr.value in RATE_READS:
+            return True
+    return False
+
+
+def _writes_rate(target: cst.BaseExpression, group_names: set[str]) -> bool:
+    """`<group>["lr"]`, where the group is `x.param_groups[i]` or a loop's name over them."""
+    if not isinstance(target, cst.Subscript) or len(target.slice) != 1:
+        return False
+    key = target.slice[0].slice
+    if not (isinstance(key, cst.Index) and isinstance(key.value, cst.SimpleString) and key.value.evaluated_value == "lr"):
+        return False
+    group = target.value
+    if isinstance(group, cst.Name):
+        return group.value in group_names
+    return isinstance(group, cst.Subscript) and _over_param_groups(group.value)
+
+
+def _over_param_groups(value: cst.BaseExpression) -> bool:
+    return isinstance(value, cst.Attribute) and value.attr.value == "param_groups"
+
+
+def _scale_written_rate(ctx: Context, write: cst.Assign, world: str) -> None:
+    value = ctx.code(write.value)
+    if _binds_looser_than_times(write.value):
+        value = f"({value})"
+    ctx.plan.replace(write, with_fields(value=expression(f"{value} * {world}")))
 
 
 def _scale_optimizer(ctx: Context, call: CallSite, world: str) -> Scaled | None:

@@ -60,7 +60,7 @@ def main():
         for x, y in loader:
             step += 1
             for group in optimizer.param_groups:
-                group["lr"] = lr_at(step)
+                group["lr"] = lr_at(step) * hvd.size()
             optimizer.zero_grad()
             loss = nn.functional.mse_loss(model(x), y)
             loss.backward()
