@@ -105,15 +105,20 @@ def test_a_module_another_entry_point_imports_is_not_edited(tmp_path: Path) -> N
             "points of the folder import too: report.py (line 1: `from utils import say`)") in mig133.message
 
 
+def _engine_loop_with_demo(tmp_path: Path, demo: str) -> tuple[Path, dict[str, FileResult]]:
+    """The engine_loop project with `demo` appended to its utils.py, converted to DDP."""
+    folder = _copy("engine_loop", tmp_path)
+    (folder / "utils.py").write_text((folder / "utils.py").read_text() + demo)
+    return folder, _results(folder / "train.py", "ddp")
+
+
 def test_a_module_with_its_own_demo_is_edited_and_its_demo_kept(tmp_path: Path) -> None:
     """utils.py ends with a demo of its own that runs neither make_loader nor say: the module is
     edited with the script (the loader sharded where it is built), the demo written back byte for
     byte, the note says the demo was considered, and a second run changes nothing."""
-    folder = _copy("engine_loop", tmp_path)
     demo = ('\n\nif __name__ == "__main__":\n    mean = RunningMean()\n    mean.add(2.0)\n'
             '    print("demo:", mean.value())\n')
-    (folder / "utils.py").write_text((folder / "utils.py").read_text() + demo)
-    results = _results(folder / "train.py", "ddp")
+    folder, results = _engine_loop_with_demo(tmp_path, demo)
     utils = results["utils.py"]
     assert "sampler=DistributedSampler(train_dataset, shuffle=True)" in utils.new
     assert utils.new.endswith(demo) and 'print("demo:", mean.value())' not in _added(utils)
@@ -134,11 +139,9 @@ def test_a_module_whose_demo_runs_an_edited_function_is_not_edited(tmp_path: Pat
     """The demo calls `preview()`, which calls make_loader: sharded, the demo would need the
     launcher's process group. The script is converted without utils.py, and MIG137 says why, on the
     line that imports it; the loader left unsharded is named (MIG101)."""
-    folder = _copy("engine_loop", tmp_path)
     demo = ('\n\ndef preview():\n    return next(iter(make_loader(8, 4)))\n\n\n'
             'if __name__ == "__main__":\n    print(preview()[0].shape)\n')
-    (folder / "utils.py").write_text((folder / "utils.py").read_text() + demo)
-    results = _results(folder / "train.py", "ddp")
+    _, results = _engine_loop_with_demo(tmp_path, demo)
     train = results["train.py"]
     assert "utils.py" not in results and "model = DDP(model)" in _added(train)
     assert [each.code for each in results["engine.py"].findings] == ["MIG101"]
